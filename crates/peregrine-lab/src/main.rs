@@ -1,0 +1,27 @@
+//! `peregrine-lab`: verify a running server against the spec, and measure
+//! servers side by side.
+
+mod bench;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "peregrine-lab", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Benchmark servers side by side with wrk, alternating them in rounds.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => bench::run(args),
+    }
+}
