@@ -1,0 +1,587 @@
+//! Per-worker PostgreSQL pool: a fixed set of connection slots, each kept up
+//! by its own background task, with statements prepared on every connection.
+//!
+//! # Model
+//!
+//! A [`PgPool`] belongs to one worker thread and is created inside that
+//! worker's `LocalSet` (its background tasks use `spawn_local`). Each slot's
+//! task connects, prepares the configured statements, publishes the
+//! connection, and then waits for it to close; when it closes (server
+//! restart, `pg_terminate_backend`, network loss) the slot is emptied and the
+//! task reconnects, backing off exponentially while the server stays away.
+//! [`PgPool::new`] therefore never waits for or fails on the database: calls
+//! made while no slot is up fail at once with [`Error::Unavailable`], so a
+//! request is answered with a 503 instead of queueing behind a dead server.
+//!
+//! # Pipelining
+//!
+//! Slots hold plain `tokio_postgres::Client`s and are shared, not checked
+//! out exclusively: [`PgPool::get`] hands out another `Rc` to the least busy
+//! live connection, and any number of tasks may issue queries on it at the
+//! same time. tokio-postgres writes every request queued on a client before
+//! reading responses, so concurrent queries on one connection are pipelined:
+//! 200 requests each running `SELECT ... WHERE id = $1` cost one socket write
+//! and one read burst, not 200 round trips. Within one request, build all
+//! query futures first and await them together (for example with
+//! `futures_util::future::try_join_all`); a query is sent when its future is
+//! first polled, so awaiting them one by one would serialize the round trips.
+//!
+//! Responses on one connection come back in request order, so a slow
+//! statement delays everything queued behind it. Every connection therefore
+//! runs with the server-side `statement_timeout` set to the pool's timeout:
+//! the server aborts a runaway statement at the moment its caller gives up,
+//! and the pipeline moves on.
+//!
+//! Because a connection is shared, session state (`BEGIN`, `SET`, temporary
+//! tables) would leak between tasks; do transactional work in a single
+//! statement or a single `batch_execute` script.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::rc::{Rc, Weak};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Row, Statement};
+
+use super::{with_timeout, Error, DEFAULT_TIMEOUT};
+
+/// The driver, re-exported so applications use the same version for row and
+/// type traits without depending on it themselves.
+pub use tokio_postgres;
+
+/// Query parameters, as tokio-postgres takes them.
+pub type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// A connection that lived at least this long is considered healthy, so its
+/// loss resets the backoff and the slot reconnects at once.
+const HEALTHY_UPTIME: Duration = Duration::from_secs(1);
+
+/// Settings for one worker's pool. Plain data (`Send + Clone`), so one value
+/// can be built at startup and cloned into every worker.
+#[derive(Debug, Clone)]
+pub struct PgConfig {
+    /// `postgres://user:pass@host:port/db` or a key=value connection string.
+    pub url: String,
+    /// Connections this worker keeps open (at least 1).
+    pub connections: usize,
+    /// Bound on every query call made through the pool.
+    pub timeout: Duration,
+    /// Bound on establishing one connection and preparing its statements.
+    pub connect_timeout: Duration,
+    /// First delay after a failed connection attempt.
+    pub backoff_min: Duration,
+    /// Ceiling the delay doubles up to while the server stays unreachable.
+    pub backoff_max: Duration,
+    /// SQL prepared on every connection, in registration order; see
+    /// [`PgConfig::statement`].
+    pub statements: Vec<String>,
+}
+
+/// Handle to a statement registered with [`PgConfig::statement`]; valid for
+/// every connection of pools built from that config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StatementId(usize);
+
+impl StatementId {
+    /// Position of the statement in [`PgConfig::statements`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl PgConfig {
+    /// One connection, default timeouts, 50 ms → 2 s reconnect backoff.
+    pub fn new(url: impl Into<String>) -> Self {
+        PgConfig {
+            url: url.into(),
+            connections: 1,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: Duration::from_secs(3),
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(2),
+            statements: Vec::new(),
+        }
+    }
+
+    /// Registers SQL to prepare on every connection and returns its handle.
+    pub fn statement(&mut self, sql: impl Into<String>) -> StatementId {
+        self.statements.push(sql.into());
+        StatementId(self.statements.len() - 1)
+    }
+}
+
+/// One worker's PostgreSQL pool; cloning shares it (`Rc`).
+#[derive(Clone)]
+pub struct PgPool {
+    shared: Rc<Shared>,
+}
+
+struct Shared {
+    /// `None` while the slot's task is (re)connecting.
+    slots: Box<[RefCell<Option<Rc<ConnInner>>>]>,
+    /// Round-robin start for [`PgPool::get`], so ties spread over slots.
+    next: Cell<usize>,
+    timeout: Duration,
+    /// Signalled whenever a slot comes up; [`PgPool::ready`] waits on it.
+    up: Rc<Notify>,
+    /// Cuts backoff sleeps short: [`PgPool::retry_now`] and pool drop.
+    wake: Rc<Notify>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Let sleeping slot tasks notice the pool is gone and exit.
+        self.wake.notify_waiters();
+    }
+}
+
+/// What a slot task needs to (re)connect; owned by the tasks, not the pool,
+/// so tasks can outlive a connect attempt without keeping the pool alive.
+struct Connector {
+    pg: tokio_postgres::Config,
+    statements: Vec<String>,
+    connect_timeout: Duration,
+    backoff_min: Duration,
+    backoff_max: Duration,
+}
+
+struct ConnInner {
+    client: Client,
+    statements: Vec<Statement>,
+}
+
+/// A live connection and its prepared statements. Cheap to clone; holding it
+/// does not block other tasks from using the same connection.
+#[derive(Clone)]
+pub struct PgConn {
+    inner: Rc<ConnInner>,
+    timeout: Duration,
+}
+
+impl PgPool {
+    /// Creates the pool and starts connecting every slot in the background.
+    ///
+    /// Fails only on configuration errors (unparsable URL, zero
+    /// connections), never because the database is down.
+    ///
+    /// # Panics
+    ///
+    /// Must be called inside a `tokio::task::LocalSet` (tokio panics in
+    /// `spawn_local` otherwise), which is where peregrine runs workers.
+    pub fn new(config: PgConfig) -> Result<PgPool, Error> {
+        if config.connections == 0 {
+            return Err(Error::Config("a pool needs at least one connection".into()));
+        }
+        let mut pg = tokio_postgres::Config::from_str(&config.url)
+            .map_err(|e| Error::Config(format!("invalid PostgreSQL URL: {e}")))?;
+        if pg.get_application_name().is_none() {
+            pg.application_name("peregrine");
+        }
+        pg.connect_timeout(config.connect_timeout);
+        // Queries on a connection are answered in order, so one runaway
+        // statement would stall every query pipelined behind it even after
+        // its caller timed out. Have the server abort statements at the same
+        // deadline (unless the URL sets its own statement_timeout).
+        let options = pg.get_options().unwrap_or_default().to_string();
+        if !options.contains("statement_timeout") {
+            let ms = config.timeout.as_millis().max(1);
+            pg.options(format!("{options} -c statement_timeout={ms}").trim_start());
+        }
+
+        let up = Rc::new(Notify::new());
+        let wake = Rc::new(Notify::new());
+        let shared = Rc::new(Shared {
+            slots: (0..config.connections)
+                .map(|_| RefCell::new(None))
+                .collect(),
+            next: Cell::new(0),
+            timeout: config.timeout,
+            up,
+            wake: wake.clone(),
+        });
+        let connector = Rc::new(Connector {
+            pg,
+            statements: config.statements,
+            connect_timeout: config.connect_timeout,
+            backoff_min: config.backoff_min,
+            backoff_max: config.backoff_max.max(config.backoff_min),
+        });
+        for index in 0..config.connections {
+            tokio::task::spawn_local(run_slot(
+                index,
+                connector.clone(),
+                Rc::downgrade(&shared),
+                wake.clone(),
+            ));
+        }
+        Ok(PgPool { shared })
+    }
+
+    /// The least busy live connection (fewest outstanding handles; ties go
+    /// round-robin). Never waits: with no live connection it returns
+    /// [`Error::Unavailable`] at once.
+    pub fn get(&self) -> Result<PgConn, Error> {
+        let slots = &self.shared.slots;
+        let start = self.shared.next.get();
+        self.shared.next.set((start + 1) % slots.len());
+        let mut best: Option<(usize, Rc<ConnInner>)> = None;
+        for k in 0..slots.len() {
+            let slot = slots[(start + k) % slots.len()].borrow();
+            let Some(conn) = slot.as_ref() else { continue };
+            // The slot task clears a dead slot only after it notices; the
+            // client knows sooner.
+            if conn.client.is_closed() {
+                continue;
+            }
+            // One reference is the slot's own; the rest are in-flight users.
+            let load = Rc::strong_count(conn);
+            if load == 1 {
+                return Ok(self.conn(conn.clone()));
+            }
+            match &best {
+                Some((best_load, _)) if *best_load <= load => {}
+                _ => best = Some((load, conn.clone())),
+            }
+        }
+        best.map(|(_, conn)| self.conn(conn))
+            .ok_or(Error::Unavailable)
+    }
+
+    fn conn(&self, inner: Rc<ConnInner>) -> PgConn {
+        PgConn {
+            inner,
+            timeout: self.shared.timeout,
+        }
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.shared.timeout
+    }
+
+    /// Runs `fut` under the pool's timeout, mapping errors onto [`Error`].
+    pub async fn timed<T, E, F>(&self, fut: F) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: Into<Error>,
+    {
+        with_timeout(self.shared.timeout, fut).await
+    }
+
+    /// Number of slots the pool keeps.
+    pub fn size(&self) -> usize {
+        self.shared.slots.len()
+    }
+
+    /// Number of slots whose connection is currently up.
+    pub fn live_connections(&self) -> usize {
+        self.shared
+            .slots
+            .iter()
+            .filter(|slot| {
+                slot.borrow()
+                    .as_ref()
+                    .is_some_and(|conn| !conn.client.is_closed())
+            })
+            .count()
+    }
+
+    /// Waits until at least one connection is up, for at most `within`;
+    /// returns [`Error::Unavailable`] if none came up. Meant for startup
+    /// (schema checks before serving), not for the request path.
+    pub async fn ready(&self, within: Duration) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Registered before checking, so a slot coming up in between
+            // still wakes us.
+            let up = self.shared.up.notified();
+            if self.live_connections() > 0 {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, up).await.is_err() {
+                return Err(Error::Unavailable);
+            }
+        }
+    }
+
+    /// Makes slots that are backing off try to connect now, e.g. after the
+    /// application created tables its statements need.
+    pub fn retry_now(&self) {
+        self.shared.wake.notify_waiters();
+    }
+
+    /// [`PgConn::query_one`] on a connection from [`PgPool::get`].
+    pub async fn query_one(&self, id: StatementId, params: &Params<'_>) -> Result<Row, Error> {
+        self.get()?.query_one(id, params).await
+    }
+
+    /// [`PgConn::query`] on a connection from [`PgPool::get`].
+    pub async fn query(&self, id: StatementId, params: &Params<'_>) -> Result<Vec<Row>, Error> {
+        self.get()?.query(id, params).await
+    }
+
+    /// [`PgConn::execute`] on a connection from [`PgPool::get`].
+    pub async fn execute(&self, id: StatementId, params: &Params<'_>) -> Result<u64, Error> {
+        self.get()?.execute(id, params).await
+    }
+
+    /// [`PgConn::batch_execute`] on a connection from [`PgPool::get`].
+    pub async fn batch_execute(&self, sql: &str) -> Result<(), Error> {
+        self.get()?.batch_execute(sql).await
+    }
+}
+
+impl PgConn {
+    /// The underlying client, for anything the helpers below do not cover.
+    /// Wrap calls in [`PgConn::timed`] so they keep the pool's deadline.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The prepared statement for `id`; `None` if `id` came from a config
+    /// with fewer statements than this pool's.
+    pub fn statement(&self, id: StatementId) -> Option<&Statement> {
+        self.inner.statements.get(id.0)
+    }
+
+    fn prepared(&self, id: StatementId) -> Result<&Statement, Error> {
+        self.statement(id).ok_or_else(|| {
+            Error::Config(format!(
+                "statement #{} was not registered with this pool",
+                id.0
+            ))
+        })
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Runs `fut` under the pool's timeout, mapping errors onto [`Error`].
+    pub async fn timed<T, E, F>(&self, fut: F) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: Into<Error>,
+    {
+        with_timeout(self.timeout, fut).await
+    }
+
+    /// Runs a prepared statement expected to return exactly one row.
+    pub async fn query_one(&self, id: StatementId, params: &Params<'_>) -> Result<Row, Error> {
+        let stmt = self.prepared(id)?;
+        self.timed(self.inner.client.query_one(stmt, params)).await
+    }
+
+    /// Runs a prepared statement returning zero or one row.
+    pub async fn query_opt(
+        &self,
+        id: StatementId,
+        params: &Params<'_>,
+    ) -> Result<Option<Row>, Error> {
+        let stmt = self.prepared(id)?;
+        self.timed(self.inner.client.query_opt(stmt, params)).await
+    }
+
+    /// Runs a prepared statement and collects all rows.
+    pub async fn query(&self, id: StatementId, params: &Params<'_>) -> Result<Vec<Row>, Error> {
+        let stmt = self.prepared(id)?;
+        self.timed(self.inner.client.query(stmt, params)).await
+    }
+
+    /// Runs a prepared statement and returns the number of rows affected.
+    pub async fn execute(&self, id: StatementId, params: &Params<'_>) -> Result<u64, Error> {
+        let stmt = self.prepared(id)?;
+        self.timed(self.inner.client.execute(stmt, params)).await
+    }
+
+    /// Runs a script of `;`-separated statements (simple protocol, no
+    /// parameters). A script without explicit `BEGIN`/`COMMIT` runs as one
+    /// implicit transaction, which keeps it atomic on a shared connection.
+    pub async fn batch_execute(&self, sql: &str) -> Result<(), Error> {
+        self.timed(self.inner.client.batch_execute(sql)).await
+    }
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        if e.is_closed() {
+            return Error::Unavailable;
+        }
+        if let Some(db) = e.as_db_error() {
+            let code = db.code().code();
+            // 08: connection exception; 57P0x: server shutting down or
+            // terminated this backend; 53300: too many connections.
+            if code.starts_with("08") || code.starts_with("57P0") || code == "53300" {
+                return Error::Unavailable;
+            }
+            // 57014: cancelled, in practice by our statement_timeout, which
+            // is the pool's deadline enforced by the server.
+            if code == "57014" {
+                return Error::Timeout;
+            }
+            return Error::Query(db.to_string());
+        }
+        let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+        if io {
+            return Error::Unavailable;
+        }
+        Error::Query(e.to_string())
+    }
+}
+
+/// Keeps slot `index` connected for as long as the pool exists.
+async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wake: Rc<Notify>) {
+    let mut backoff = connector.backoff_min;
+    let mut failures: u32 = 0;
+    loop {
+        if pool.strong_count() == 0 {
+            return;
+        }
+        let attempt = tokio::time::timeout(connector.connect_timeout, open(&connector)).await;
+        let failure = match attempt {
+            Ok(Ok((conn, driver))) => {
+                let Some(shared) = pool.upgrade() else { return };
+                *shared.slots[index].borrow_mut() = Some(conn);
+                shared.up.notify_waiters();
+                // Only the slot may keep the pool alive; the task must not.
+                drop(shared);
+                if failures > 0 {
+                    tracing::info!(slot = index, "PostgreSQL connection restored");
+                }
+                failures = 0;
+                let since = Instant::now();
+                let outcome = driver.await;
+                let Some(shared) = pool.upgrade() else { return };
+                *shared.slots[index].borrow_mut() = None;
+                drop(shared);
+                match outcome {
+                    Ok(Ok(())) => tracing::warn!(slot = index, "PostgreSQL connection closed"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(slot = index, error = %e, "PostgreSQL connection lost")
+                    }
+                    Err(e) => {
+                        tracing::warn!(slot = index, error = %e, "PostgreSQL connection task failed")
+                    }
+                }
+                if since.elapsed() >= HEALTHY_UPTIME {
+                    backoff = connector.backoff_min;
+                    continue;
+                }
+                // A connection that dies right after connecting is a failure
+                // too; back off instead of hammering the server.
+                "connection dropped right after connecting".to_string()
+            }
+            Ok(Err(e)) => e,
+            Err(_) => format!("no connection within {:?}", connector.connect_timeout),
+        };
+        failures += 1;
+        // The first failure is news; repeats while the server stays down
+        // are not, so they are logged quietly.
+        if failures == 1 {
+            tracing::warn!(slot = index, error = %failure, "PostgreSQL connect failed; retrying with backoff");
+        } else {
+            tracing::debug!(slot = index, error = %failure, failures, "PostgreSQL connect failed");
+        }
+        let delay = jitter(backoff);
+        backoff = (backoff * 2).min(connector.backoff_max);
+        let woken = wake.notified();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = woken => {}
+        }
+    }
+}
+
+type Driver = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
+
+/// Connects and prepares every statement; the returned handle completes
+/// when the connection closes.
+async fn open(connector: &Connector) -> Result<(Rc<ConnInner>, Driver), String> {
+    let (client, connection) = connector
+        .pg
+        .connect(NoTls)
+        .await
+        .map_err(|e| error_chain(&e))?;
+    // The connection future does the socket I/O; it must run while we
+    // prepare, and for as long as the client is in use.
+    let driver = tokio::task::spawn_local(connection);
+    let mut statements = Vec::with_capacity(connector.statements.len());
+    for sql in &connector.statements {
+        match client.prepare(sql).await {
+            Ok(stmt) => statements.push(stmt),
+            Err(e) => {
+                // Dropping the client closes the connection and ends the
+                // driver task.
+                drop(client);
+                return Err(format!("preparing {sql:?}: {}", error_chain(&e)));
+            }
+        }
+    }
+    Ok((Rc::new(ConnInner { client, statements }), driver))
+}
+
+/// tokio-postgres puts the useful part (the server's message, the OS error)
+/// in the source chain; `Display` alone says only "db error".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Scales `d` by a random factor in [0.5, 1.0) so the slots of many workers
+/// don't reconnect in lock-step after an outage.
+fn jitter(d: Duration) -> Duration {
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let factor = 0.5 + (random % 1000) as f64 / 2000.0;
+    d.mul_f64(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_range() {
+        for _ in 0..100 {
+            let d = jitter(Duration::from_millis(100));
+            assert!(d >= Duration::from_millis(50) && d < Duration::from_millis(100));
+        }
+    }
+
+    #[test]
+    fn statement_ids_follow_registration_order() {
+        let mut config = PgConfig::new("postgres://u:p@127.0.0.1:1/db");
+        let a = config.statement("SELECT 1");
+        let b = config.statement("SELECT 2");
+        assert_eq!((a.index(), b.index()), (0, 1));
+        assert_eq!(config.statements, ["SELECT 1", "SELECT 2"]);
+    }
+
+    #[tokio::test]
+    async fn bad_config_is_rejected() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let zero = PgConfig {
+                    connections: 0,
+                    ..PgConfig::new("postgres://u:p@127.0.0.1:1/db")
+                };
+                assert!(matches!(PgPool::new(zero), Err(Error::Config(_))));
+                let garbage = PgConfig::new("postgres://u:p@127.0.0.1:notaport/db");
+                assert!(matches!(PgPool::new(garbage), Err(Error::Config(_))));
+            })
+            .await;
+    }
+}

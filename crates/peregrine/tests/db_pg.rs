@@ -1,0 +1,258 @@
+//! Integration tests for `peregrine::db::pg::PgPool` against a real
+//! PostgreSQL server: queries, pipelining on one connection, fail-fast while
+//! the database is unreachable, and recovery after connections are killed.
+//!
+//! They need `DATABASE_URL` (run them through `scripts/test`, or
+//! `eval "$(scripts/pg start)"; export DATABASE_URL`). A missing URL fails
+//! the tests instead of skipping them, so CI can't pass without a database.
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use futures_util::future::try_join_all;
+use peregrine::db::pg::{tokio_postgres, PgConfig, PgPool};
+use peregrine::db::Error;
+
+fn database_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "DATABASE_URL is not set: run these tests via scripts/test, or start the \
+             private cluster with `scripts/pg start` and export the DATABASE_URL it prints"
+        ),
+    }
+}
+
+/// The URL with a distinct application_name, so a test can find (and kill)
+/// exactly its own backends while other tests share the server.
+fn tagged_url(tag: &str) -> (String, String) {
+    let url = database_url();
+    let name = format!("peregrine-test-{tag}-{}", std::process::id());
+    let sep = if url.contains('?') { '&' } else { '?' };
+    (format!("{url}{sep}application_name={name}"), name)
+}
+
+/// Runs `f` the way a peregrine worker runs tasks: current-thread runtime,
+/// inside a `LocalSet`.
+fn run_local<F: Future<Output = ()>>(f: F) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    tokio::task::LocalSet::new().block_on(&runtime, f);
+}
+
+async fn ready(pool: &PgPool) {
+    pool.ready(Duration::from_secs(10))
+        .await
+        .expect("the database at DATABASE_URL did not accept a connection within 10s");
+}
+
+/// A separate connection outside any pool, for inspecting and sabotaging.
+async fn admin() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+        .await
+        .expect("admin connection");
+    tokio::task::spawn_local(connection);
+    client
+}
+
+#[test]
+fn prepared_queries_work() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        let add = config.statement("SELECT $1::int4 + 1");
+        let echo = config.statement("SELECT $1::text");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        let row = pool.query_one(add, &[&41i32]).await.expect("add");
+        assert_eq!(row.get::<_, i32>(0), 42);
+        let conn = pool.get().expect("live connection");
+        let rows = conn.query(echo, &[&"héllo"]).await.expect("echo");
+        assert_eq!(rows[0].get::<_, &str>(0), "héllo");
+        // Raw client access under the pool's timeout.
+        let n: i64 = conn
+            .timed(
+                conn.client()
+                    .query_one("SELECT count(*) FROM generate_series(1, 5)", &[]),
+            )
+            .await
+            .expect("raw")
+            .get(0);
+        assert_eq!(n, 5);
+    });
+}
+
+#[test]
+fn query_errors_are_500_and_slow_queries_time_out() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.timeout = Duration::from_millis(200);
+        let div = config.statement("SELECT 1 / $1::int4");
+        let sleep = config.statement("SELECT pg_sleep($1::float8)");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        let err = pool
+            .query_one(div, &[&0i32])
+            .await
+            .expect_err("division by zero");
+        assert!(
+            matches!(err, Error::Query(ref m) if m.contains("division by zero")),
+            "{err}"
+        );
+        assert_eq!(err.http_status(), 500);
+
+        let started = Instant::now();
+        let err = pool
+            .query_one(sleep, &[&2.0f64])
+            .await
+            .expect_err("must time out");
+        assert_eq!(err, Error::Timeout);
+        assert_eq!(err.http_status(), 503);
+        assert!(started.elapsed() < Duration::from_secs(1));
+
+        // The connection stays usable: the late answer is discarded in order.
+        let row = pool.query_one(div, &[&1i32]).await.expect("after timeout");
+        assert_eq!(row.get::<_, i32>(0), 1);
+    });
+}
+
+#[test]
+fn concurrent_queries_pipeline_on_one_connection() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let echo = config.statement("SELECT $1::int4, pg_backend_pid()");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        let conn = pool.get().expect("live connection");
+        let ids: Vec<i32> = (1..=200).collect();
+        // All 200 futures exist before any is awaited, so their requests are
+        // queued on the client together and written as one pipeline.
+        let conn = &conn;
+        let rows = try_join_all(
+            ids.iter()
+                .map(|id| async move { conn.query_one(echo, &[id]).await }),
+        )
+        .await
+        .expect("200 concurrent queries");
+        let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(got, ids, "answers arrive in request order");
+        let pid: i32 = rows[0].get(1);
+        assert!(
+            rows.iter().all(|r| r.get::<_, i32>(1) == pid),
+            "one backend served all"
+        );
+
+        // The same through independent tasks sharing the pool.
+        let tasks: Vec<_> = (0..200i32)
+            .map(|i| {
+                let pool = pool.clone();
+                tokio::task::spawn_local(async move {
+                    let row = pool.query_one(echo, &[&i]).await?;
+                    Ok::<i32, Error>(row.get(0))
+                })
+            })
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            let value = task.await.expect("task").expect("query");
+            assert_eq!(value, i as i32);
+        }
+    });
+}
+
+#[test]
+fn unreachable_database_fails_fast() {
+    run_local(async {
+        // A port nobody listens on: bind one, then release it.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("ephemeral port")
+            .port();
+        let mut config = PgConfig::new(format!("postgres://u:p@127.0.0.1:{port}/db"));
+        config.connections = 2;
+        let stmt = config.statement("SELECT 1");
+        let started = Instant::now();
+        let pool = PgPool::new(config).expect("creating a pool must not need the database");
+
+        assert_eq!(pool.get().err(), Some(Error::Unavailable));
+        let err = pool.query_one(stmt, &[]).await.expect_err("no database");
+        assert_eq!(err, Error::Unavailable);
+        assert_eq!(err.http_status(), 503);
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "failed fast"
+        );
+
+        // Let the background tasks fail and back off a few times; calls
+        // keep failing fast meanwhile.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        assert_eq!(
+            pool.query_one(stmt, &[]).await.err(),
+            Some(Error::Unavailable)
+        );
+        assert!(started.elapsed() < Duration::from_millis(50));
+        assert_eq!(pool.live_connections(), 0);
+        assert_eq!(
+            pool.ready(Duration::from_millis(100)).await,
+            Err(Error::Unavailable)
+        );
+    });
+}
+
+#[test]
+fn pool_reconnects_after_backends_are_terminated() {
+    run_local(async {
+        let (url, app_name) = tagged_url("reconnect");
+        let mut config = PgConfig::new(url);
+        config.connections = 2;
+        let pid = config.statement("SELECT pg_backend_pid()");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        // Wait for both slots, so both get killed below.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pool.live_connections() < 2 {
+            assert!(Instant::now() < deadline, "second connection never came up");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let before: i32 = pool.query_one(pid, &[]).await.expect("before").get(0);
+
+        let admin = admin().await;
+        let killed = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app_name],
+            )
+            .await
+            .expect("terminate");
+        assert_eq!(killed.len(), 2, "both pooled backends found");
+
+        // Calls may fail while the slots reconnect, but only as 503s, and
+        // service must come back on its own within a few seconds.
+        let started = Instant::now();
+        let after = loop {
+            match pool.query_one(pid, &[]).await {
+                Ok(row) => break row.get::<_, i32>(0),
+                Err(e) => {
+                    assert!(e.is_transient(), "unexpected error while reconnecting: {e}");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(5),
+                        "no recovery in 5s"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        assert_ne!(after, before, "served by a new backend");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pool.live_connections() < 2 {
+            assert!(Instant::now() < deadline, "not all slots reconnected");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
