@@ -1,0 +1,265 @@
+//! `lab/servers.toml`: which servers the bench can run and how.
+//!
+//! This module owns the file's format and its validation. Each `[[server]]`
+//! entry is parsed on its own, so an error names the server (or its position
+//! when it has no name) and the offending field instead of only a line number.
+
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+/// One server the bench can start, as written in `servers.toml`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Short unique name used in `--only`, `--baseline` and the report.
+    pub name: String,
+    /// Run once before benchmarking (argv, no shell), e.g. a cargo build.
+    #[serde(default)]
+    pub build: Option<Vec<String>>,
+    /// The server itself (argv, no shell); `{port}` is replaced by `port`.
+    /// It must exec the server directly: CPU time is read from this PID.
+    pub run: Vec<String>,
+    /// The TCP port the server listens on.
+    pub port: u16,
+    /// Where wrk connects; defaults to 127.0.0.1.
+    #[serde(default = "default_host")]
+    pub host: String,
+    /// Extra environment for the server; `{port}` is replaced in values.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Request path per test name, e.g. `plaintext = "/plaintext"`. A path
+    /// ending in `=` gets the bench's `--queries` count appended.
+    pub paths: BTreeMap<String, String>,
+}
+
+fn default_host() -> String {
+    "127.0.0.1".to_string()
+}
+
+impl ServerSpec {
+    /// The run argv with `{port}` filled in.
+    pub fn run_argv(&self) -> Vec<String> {
+        self.run.iter().map(|a| self.fill(a)).collect()
+    }
+
+    /// The environment with `{port}` filled in.
+    pub fn run_env(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), self.fill(v)))
+            .collect()
+    }
+
+    fn fill(&self, text: &str) -> String {
+        text.replace("{port}", &self.port.to_string())
+    }
+}
+
+/// Why `servers.toml` could not be used.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigError {
+    /// The file could not be read.
+    Read { path: String, reason: String },
+    /// The text is not TOML, or lacks the `[[server]]` array.
+    Syntax(String),
+    /// One server entry is wrong; `server` is its name or `entry #N`.
+    Server { server: String, problem: String },
+    /// Two entries share a name.
+    DuplicateName(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read { path, reason } => write!(f, "cannot read {path}: {reason}"),
+            ConfigError::Syntax(msg) => write!(f, "servers file is not valid: {msg}"),
+            ConfigError::Server { server, problem } => write!(f, "server {server}: {problem}"),
+            ConfigError::DuplicateName(name) => {
+                write!(f, "server name `{name}` is used by more than one entry")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Reads and validates a servers file.
+pub fn load(path: &Path) -> Result<Vec<ServerSpec>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    parse(&text).map_err(|e| match e {
+        ConfigError::Syntax(msg) => ConfigError::Syntax(format!("{}: {msg}", path.display())),
+        other => other,
+    })
+}
+
+/// Parses and validates the text of a servers file.
+pub fn parse(text: &str) -> Result<Vec<ServerSpec>, ConfigError> {
+    let mut table: toml::Table =
+        toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string().trim().to_string()))?;
+    let entries = match table.remove("server") {
+        Some(toml::Value::Array(entries)) => entries,
+        Some(_) => {
+            return Err(ConfigError::Syntax(
+                "`server` must be an array of tables, written [[server]]".into(),
+            ))
+        }
+        None => return Err(ConfigError::Syntax("no [[server]] entries".into())),
+    };
+    if let Some(key) = table.keys().next() {
+        return Err(ConfigError::Syntax(format!(
+            "unknown top-level key `{key}` (only [[server]] entries are allowed)"
+        )));
+    }
+
+    let mut servers = Vec::with_capacity(entries.len());
+    let mut seen = HashSet::new();
+    for (i, entry) in entries.into_iter().enumerate() {
+        // Name the entry before deserializing it, so the field error that
+        // follows can say which server it belongs to.
+        let label = match entry.get("name").and_then(|v| v.as_str()) {
+            Some(name) => format!("`{name}`"),
+            None => format!("entry #{}", i + 1),
+        };
+        let spec: ServerSpec =
+            entry
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Server {
+                    server: label.clone(),
+                    problem: e.message().trim().to_string(),
+                })?;
+        validate(&spec).map_err(|problem| ConfigError::Server {
+            server: label,
+            problem,
+        })?;
+        if !seen.insert(spec.name.clone()) {
+            return Err(ConfigError::DuplicateName(spec.name));
+        }
+        servers.push(spec);
+    }
+    Ok(servers)
+}
+
+/// Checks what serde cannot: non-empty values and well-formed paths.
+fn validate(spec: &ServerSpec) -> Result<(), String> {
+    if spec.name.trim().is_empty() {
+        return Err("field `name` is empty".into());
+    }
+    if !matches!(spec.run.first(), Some(p) if !p.is_empty()) {
+        return Err("field `run` needs at least the program to start".into());
+    }
+    if let Some(build) = &spec.build {
+        if !matches!(build.first(), Some(p) if !p.is_empty()) {
+            return Err("field `build` is empty (leave it out instead)".into());
+        }
+    }
+    if spec.port == 0 {
+        return Err("field `port` must not be 0".into());
+    }
+    if spec.host.is_empty() {
+        return Err("field `host` is empty".into());
+    }
+    if spec.paths.is_empty() {
+        return Err("field `paths` names no test".into());
+    }
+    for (test, path) in &spec.paths {
+        if !path.starts_with('/') {
+            return Err(format!(
+                "field `paths.{test}` is `{path}`, but must start with `/`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[[server]]
+name = "floor"
+build = ["cargo", "build", "--release", "-p", "peregrine-floor"]
+run = ["target/release/peregrine-floor", "--addr", "127.0.0.1:{port}"]
+port = 8091
+env = { RUST_LOG = "warn", PORT = "{port}" }
+[server.paths]
+plaintext = "/plaintext"
+queries = "/queries?queries="
+
+[[server]]
+name = "other"
+run = ["./other"]
+port = 8092
+host = "localhost"
+paths = { json = "/json" }
+"#;
+
+    fn err_text(text: &str) -> String {
+        match parse(text) {
+            Ok(s) => panic!("expected an error, got {s:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn parses_good_file() {
+        let servers = parse(GOOD).expect("good file parses");
+        assert_eq!(servers.len(), 2);
+        let floor = &servers[0];
+        assert_eq!(floor.name, "floor");
+        assert_eq!(floor.host, "127.0.0.1");
+        assert_eq!(
+            floor.run_argv(),
+            ["target/release/peregrine-floor", "--addr", "127.0.0.1:8091"]
+        );
+        assert!(floor.run_env().contains(&("PORT".into(), "8091".into())));
+        assert_eq!(floor.paths["queries"], "/queries?queries=");
+        assert_eq!(servers[1].build, None);
+        assert_eq!(servers[1].host, "localhost");
+    }
+
+    #[test]
+    fn missing_field_names_server_and_field() {
+        let text = GOOD.replace("port = 8092\n", "");
+        let msg = err_text(&text);
+        assert!(msg.contains("`other`"), "{msg}");
+        assert!(msg.contains("port"), "{msg}");
+    }
+
+    #[test]
+    fn nameless_entry_is_named_by_position() {
+        let msg = err_text("[[server]]\nrun = [\"x\"]\nport = 1\npaths = { a = \"/\" }\n");
+        assert!(msg.contains("entry #1"), "{msg}");
+        assert!(msg.contains("name"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_and_unknown_field_are_reported() {
+        let msg = err_text(&GOOD.replace("port = 8091", "port = \"8091\""));
+        assert!(msg.contains("`floor`"), "{msg}");
+        let msg = err_text(&GOOD.replace("port = 8092", "port = 8092\nprot = 1"));
+        assert!(msg.contains("`other`") && msg.contains("prot"), "{msg}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        let msg = err_text(&GOOD.replace("\"/json\"", "\"json\""));
+        assert!(msg.contains("paths.json"), "{msg}");
+        let msg = err_text(&GOOD.replace("run = [\"./other\"]", "run = []"));
+        assert!(msg.contains("`run`"), "{msg}");
+        let msg = err_text(&GOOD.replace("name = \"other\"", "name = \"floor\""));
+        assert!(msg.contains("more than one"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_errors_are_reported() {
+        assert!(matches!(parse("[[server]\n"), Err(ConfigError::Syntax(_))));
+        assert!(matches!(parse("x = 1\n"), Err(ConfigError::Syntax(_))));
+        assert!(matches!(parse(""), Err(ConfigError::Syntax(_))));
+    }
+}

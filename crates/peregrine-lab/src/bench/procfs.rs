@@ -1,0 +1,131 @@
+//! What the bench reads about a server process from `/proc`: CPU time used
+//! (utime + stime from `/proc/PID/stat`) and peak resident memory (VmHWM from
+//! `/proc/PID/status`). `/proc/PID/stat` of a process counts all its threads,
+//! which is what a single-process multi-threaded server needs.
+
+use std::fmt;
+
+/// CPU time a process has used so far, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTicks {
+    pub utime: u64,
+    pub stime: u64,
+}
+
+impl CpuTicks {
+    pub fn total(self) -> u64 {
+        self.utime + self.stime
+    }
+}
+
+/// Why a `/proc` file could not be used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcError(pub String);
+
+impl fmt::Display for ProcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProcError {}
+
+/// Parses utime and stime (fields 14 and 15, 1-based) from the text of
+/// `/proc/PID/stat`.
+pub fn parse_stat(text: &str) -> Result<CpuTicks, ProcError> {
+    // Field 2 is the command name in parentheses, and it may itself contain
+    // spaces or parentheses; everything after the *last* ')' splits cleanly.
+    let close = text
+        .rfind(')')
+        .ok_or_else(|| ProcError("stat has no `(comm)` field".into()))?;
+    // After ')' comes field 3 (state), so field N is at index N - 3.
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, ProcError> {
+        let raw = rest
+            .get(n - 3)
+            .ok_or_else(|| ProcError(format!("stat has no field {n}")))?;
+        raw.parse()
+            .map_err(|_| ProcError(format!("stat field {n} is `{raw}`, not a number")))
+    };
+    Ok(CpuTicks {
+        utime: field(14)?,
+        stime: field(15)?,
+    })
+}
+
+/// Parses the peak resident set size in KiB (`VmHWM`) from the text of
+/// `/proc/PID/status`.
+pub fn parse_vm_hwm_kib(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Reads the CPU ticks a live process has used.
+pub fn read_cpu(pid: u32) -> Result<CpuTicks, ProcError> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| ProcError(format!("cannot read {path} (did the server exit?): {e}")))?;
+    parse_stat(&text).map_err(|e| ProcError(format!("{path}: {e}")))
+}
+
+/// Reads a live process's peak RSS in KiB, if the kernel reports it.
+pub fn read_peak_rss_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_vm_hwm_kib(&text)
+}
+
+/// Clock ticks per second, the unit of utime and stime.
+pub fn clock_ticks_per_second() -> Result<u64, ProcError> {
+    // SAFETY: sysconf takes no pointers and has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return Err(ProcError("sysconf(_SC_CLK_TCK) failed".into()));
+    }
+    Ok(ticks as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_awkward_comm() {
+        // A real line, with a command name containing spaces and a ')'.
+        let text = "4242 (my serv) er) S 1 4242 4242 0 -1 4194560 1510 0 0 0 \
+                    731 229 0 0 20 0 3 0 123456 12345678 900 18446744073709551615\n";
+        let cpu = parse_stat(text).expect("parses");
+        assert_eq!(
+            cpu,
+            CpuTicks {
+                utime: 731,
+                stime: 229
+            }
+        );
+        assert_eq!(cpu.total(), 960);
+    }
+
+    #[test]
+    fn rejects_short_or_garbled_stat() {
+        assert!(parse_stat("12 (x) S 1 2 3").is_err());
+        assert!(parse_stat("no parens here").is_err());
+        let bad = "1 (x) S 1 1 1 0 -1 0 0 0 0 0 abc 5 0 0";
+        assert!(parse_stat(bad).unwrap_err().0.contains("field 14"));
+    }
+
+    #[test]
+    fn parses_vm_hwm() {
+        let text = "Name:\tfloor\nVmPeak:\t   10000 kB\nVmHWM:\t    2100 kB\nVmRSS:\t 2000 kB\n";
+        assert_eq!(parse_vm_hwm_kib(text), Some(2100));
+        assert_eq!(parse_vm_hwm_kib("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn reads_own_process() {
+        let pid = std::process::id();
+        assert!(read_cpu(pid).is_ok());
+        assert!(read_peak_rss_kib(pid).is_some_and(|kib| kib > 0));
+        assert!(clock_ticks_per_second().is_ok_and(|t| t > 0));
+    }
+}

@@ -1,0 +1,294 @@
+//! The bench's records and arithmetic: one record per run, and the per test
+//! and server summary over rounds (median, min–max, ratio to the baseline).
+//!
+//! Only clean runs (completed, no error responses, no socket errors) enter
+//! medians; runs with errors are counted and listed, never averaged in.
+
+use super::wrk::WrkReport;
+use serde::Serialize;
+
+/// What one measured run produced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    pub wrk: WrkReport,
+    /// Server CPU time (user + system, all threads) during the measured run.
+    pub cpu_seconds: f64,
+    /// Total requests / server CPU seconds; absent if no CPU time was seen.
+    pub requests_per_cpu_second: Option<f64>,
+    /// Server peak RSS (VmHWM) after the run, in KiB.
+    pub peak_rss_kib: Option<u64>,
+}
+
+impl Measurement {
+    pub fn new(wrk: WrkReport, cpu_ticks: u64, ticks_per_second: u64, rss: Option<u64>) -> Self {
+        let cpu_seconds = cpu_ticks as f64 / ticks_per_second.max(1) as f64;
+        Measurement {
+            requests_per_cpu_second: per_cpu_second(wrk.total_requests, cpu_seconds),
+            wrk,
+            cpu_seconds,
+            peak_rss_kib: rss,
+        }
+    }
+}
+
+/// Requests per CPU-second, or `None` when no CPU time was recorded (which
+/// would make the ratio meaningless rather than infinite).
+pub fn per_cpu_second(requests: u64, cpu_seconds: f64) -> Option<f64> {
+    (cpu_seconds > 0.0).then(|| requests as f64 / cpu_seconds)
+}
+
+/// One (test, server, round) run: a measurement, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRecord {
+    pub test: String,
+    pub server: String,
+    pub round: u32,
+    pub measurement: Option<Measurement>,
+    pub failure: Option<String>,
+}
+
+impl RunRecord {
+    /// Completed with no error responses and no socket errors.
+    pub fn is_clean(&self) -> bool {
+        self.failure.is_none()
+            && self
+                .measurement
+                .as_ref()
+                .is_some_and(|m| m.wrk.error_count() == 0)
+    }
+
+    /// A one-line description of what went wrong, if anything did.
+    pub fn problem(&self) -> Option<String> {
+        if let Some(failure) = &self.failure {
+            return Some(format!("failed: {}", first_line(failure)));
+        }
+        let wrk = &self.measurement.as_ref()?.wrk;
+        let s = &wrk.socket_errors;
+        (wrk.error_count() > 0).then(|| {
+            format!(
+                "{} non-2xx/3xx, socket errors: connect {}, read {}, write {}, timeout {}",
+                wrk.non_2xx_3xx, s.connect, s.read, s.write, s.timeout
+            )
+        })
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// Median and range of a set of values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// The median (mean of the middle two for an even count), or `None` if empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+pub fn spread(values: &[f64]) -> Option<Spread> {
+    Some(Spread {
+        median: median(values)?,
+        min: values.iter().copied().reduce(f64::min)?,
+        max: values.iter().copied().reduce(f64::max)?,
+    })
+}
+
+/// `value / baseline`, if both exist and the baseline is not zero.
+pub fn ratio(value: Option<f64>, baseline: Option<f64>) -> Option<f64> {
+    match (value, baseline) {
+        (Some(v), Some(b)) if b > 0.0 => Some(v / b),
+        _ => None,
+    }
+}
+
+/// One server's result on one test, over all its rounds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub test: String,
+    pub server: String,
+    pub runs: usize,
+    pub clean_runs: usize,
+    pub requests_per_sec: Option<Spread>,
+    pub requests_per_cpu_second: Option<Spread>,
+    /// Medians over clean runs.
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p99_ms: Option<f64>,
+    /// Highest peak RSS seen in any run, in KiB.
+    pub peak_rss_kib: Option<u64>,
+    /// Error responses plus socket errors, summed over all runs.
+    pub errors: u64,
+    /// Runs that produced no measurement at all.
+    pub failed_runs: usize,
+    /// Median requests/s relative to the baseline server's on this test.
+    pub ratio_requests_per_sec: Option<f64>,
+    /// Median requests per CPU-second relative to the baseline's.
+    pub ratio_requests_per_cpu_second: Option<f64>,
+}
+
+/// Summarizes one server's runs on one test (ratios are filled in later by
+/// [`add_ratios`], once the baseline's summary exists).
+pub fn summarize(test: &str, server: &str, runs: &[&RunRecord]) -> Summary {
+    let clean: Vec<&Measurement> = runs
+        .iter()
+        .filter(|r| r.is_clean())
+        .filter_map(|r| r.measurement.as_ref())
+        .collect();
+    let collect = |f: &dyn Fn(&Measurement) -> Option<f64>| -> Vec<f64> {
+        clean.iter().filter_map(|m| f(m)).collect()
+    };
+    Summary {
+        test: test.to_string(),
+        server: server.to_string(),
+        runs: runs.len(),
+        clean_runs: clean.len(),
+        requests_per_sec: spread(&collect(&|m| Some(m.wrk.requests_per_sec))),
+        requests_per_cpu_second: spread(&collect(&|m| m.requests_per_cpu_second)),
+        latency_p50_ms: median(&collect(&|m| m.wrk.latency_p50_ms)),
+        latency_p99_ms: median(&collect(&|m| m.wrk.latency_p99_ms)),
+        peak_rss_kib: runs
+            .iter()
+            .filter_map(|r| r.measurement.as_ref()?.peak_rss_kib)
+            .max(),
+        errors: runs
+            .iter()
+            .filter_map(|r| r.measurement.as_ref())
+            .map(|m| m.wrk.error_count())
+            .sum(),
+        failed_runs: runs.iter().filter(|r| r.measurement.is_none()).count(),
+        ratio_requests_per_sec: None,
+        ratio_requests_per_cpu_second: None,
+    }
+}
+
+/// Fills in each summary's ratios against the baseline server's summary for
+/// the same test (left empty when the baseline has no clean result there).
+pub fn add_ratios(summaries: &mut [Summary], baseline: &str) {
+    let base: Vec<(String, Option<f64>, Option<f64>)> = summaries
+        .iter()
+        .filter(|s| s.server == baseline)
+        .map(|s| {
+            (
+                s.test.clone(),
+                s.requests_per_sec.map(|x| x.median),
+                s.requests_per_cpu_second.map(|x| x.median),
+            )
+        })
+        .collect();
+    for summary in summaries.iter_mut() {
+        if let Some((_, rps, cpu)) = base.iter().find(|(test, _, _)| *test == summary.test) {
+            summary.ratio_requests_per_sec =
+                ratio(summary.requests_per_sec.map(|x| x.median), *rps);
+            summary.ratio_requests_per_cpu_second =
+                ratio(summary.requests_per_cpu_second.map(|x| x.median), *cpu);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::wrk::SocketErrors;
+
+    fn run(
+        server: &str,
+        round: u32,
+        rps: f64,
+        requests: u64,
+        ticks: u64,
+        errors: u64,
+    ) -> RunRecord {
+        let wrk = WrkReport {
+            requests_per_sec: rps,
+            total_requests: requests,
+            duration_secs: 1.0,
+            latency_p50_ms: Some(rps / 1000.0),
+            latency_p99_ms: Some(rps / 100.0),
+            non_2xx_3xx: errors,
+            socket_errors: SocketErrors::default(),
+        };
+        RunRecord {
+            test: "plaintext".into(),
+            server: server.into(),
+            round,
+            measurement: Some(Measurement::new(wrk, ticks, 100, Some(1000 + round as u64))),
+            failure: None,
+        }
+    }
+
+    #[test]
+    fn medians_and_spreads() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        let s = spread(&[5.0, 1.0, 3.0]).expect("non-empty");
+        assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 5.0));
+        assert_eq!(ratio(Some(1.0), Some(4.0)), Some(0.25));
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+        assert_eq!(ratio(None, Some(1.0)), None);
+    }
+
+    #[test]
+    fn cpu_seconds_from_ticks() {
+        // 150 ticks at 100 Hz = 1.5 CPU-seconds.
+        let m = run("a", 1, 1.0, 300, 150, 0).measurement.expect("measured");
+        assert_eq!(m.cpu_seconds, 1.5);
+        assert_eq!(m.requests_per_cpu_second, Some(200.0));
+        assert_eq!(per_cpu_second(10, 0.0), None);
+    }
+
+    #[test]
+    fn errored_and_failed_runs_stay_out_of_medians() {
+        let failed = RunRecord {
+            failure: Some("server exited\nlog".into()),
+            measurement: None,
+            ..run("a", 4, 0.0, 0, 0, 0)
+        };
+        let runs = [
+            run("a", 1, 100.0, 100, 100, 0),
+            run("a", 2, 300.0, 300, 100, 0),
+            run("a", 3, 1e9, 1e9 as u64, 1, 7),
+            failed,
+        ];
+        let refs: Vec<&RunRecord> = runs.iter().collect();
+        let s = summarize("plaintext", "a", &refs);
+        assert_eq!(
+            (s.runs, s.clean_runs, s.failed_runs, s.errors),
+            (4, 2, 1, 7)
+        );
+        let rps = s.requests_per_sec.expect("clean runs exist");
+        assert_eq!((rps.median, rps.min, rps.max), (200.0, 100.0, 300.0));
+        assert_eq!(s.peak_rss_kib, Some(1003));
+        assert_eq!(runs[3].problem().as_deref(), Some("failed: server exited"));
+        assert!(runs[2]
+            .problem()
+            .is_some_and(|p| p.starts_with("7 non-2xx")));
+    }
+
+    #[test]
+    fn ratios_against_baseline() {
+        let runs = [
+            run("floor", 1, 200.0, 200, 100, 0),
+            run("srv", 1, 100.0, 100, 100, 0),
+        ];
+        let mut summaries: Vec<Summary> = runs
+            .iter()
+            .map(|r| summarize("plaintext", &r.server, &[r]))
+            .collect();
+        add_ratios(&mut summaries, "floor");
+        assert_eq!(summaries[0].ratio_requests_per_sec, Some(1.0));
+        assert_eq!(summaries[1].ratio_requests_per_sec, Some(0.5));
+        assert_eq!(summaries[1].ratio_requests_per_cpu_second, Some(0.5));
+    }
+}
