@@ -1,1 +1,3 @@
 //! peregrine
+
+pub mod db;
