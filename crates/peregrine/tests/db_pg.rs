@@ -36,10 +36,7 @@ fn tagged_url(tag: &str) -> (String, String) {
 /// Runs `f` the way a peregrine worker runs tasks: current-thread runtime,
 /// inside a `LocalSet`.
 fn run_local<F: Future<Output = ()>>(f: F) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     tokio::task::LocalSet::new().block_on(&runtime, f);
 }
 
@@ -51,9 +48,8 @@ async fn ready(pool: &PgPool) {
 
 /// A separate connection outside any pool, for inspecting and sabotaging.
 async fn admin() -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
-        .await
-        .expect("admin connection");
+    let (client, connection) =
+        tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await.expect("admin connection");
     tokio::task::spawn_local(connection);
     client
 }
@@ -74,10 +70,7 @@ fn prepared_queries_work() {
         assert_eq!(rows[0].get::<_, &str>(0), "héllo");
         // Raw client access under the pool's timeout.
         let n: i64 = conn
-            .timed(
-                conn.client()
-                    .query_one("SELECT count(*) FROM generate_series(1, 5)", &[]),
-            )
+            .timed(conn.client().query_one("SELECT count(*) FROM generate_series(1, 5)", &[]))
             .await
             .expect("raw")
             .get(0);
@@ -95,21 +88,12 @@ fn query_errors_are_500_and_slow_queries_time_out() {
         let pool = PgPool::new(config).expect("pool");
         ready(&pool).await;
 
-        let err = pool
-            .query_one(div, &[&0i32])
-            .await
-            .expect_err("division by zero");
-        assert!(
-            matches!(err, Error::Query(ref m) if m.contains("division by zero")),
-            "{err}"
-        );
+        let err = pool.query_one(div, &[&0i32]).await.expect_err("division by zero");
+        assert!(matches!(err, Error::Query(ref m) if m.contains("division by zero")), "{err}");
         assert_eq!(err.http_status(), 500);
 
         let started = Instant::now();
-        let err = pool
-            .query_one(sleep, &[&2.0f64])
-            .await
-            .expect_err("must time out");
+        let err = pool.query_one(sleep, &[&2.0f64]).await.expect_err("must time out");
         assert_eq!(err, Error::Timeout);
         assert_eq!(err.http_status(), 503);
         assert!(started.elapsed() < Duration::from_secs(1));
@@ -134,19 +118,13 @@ fn concurrent_queries_pipeline_on_one_connection() {
         // All 200 futures exist before any is awaited, so their requests are
         // queued on the client together and written as one pipeline.
         let conn = &conn;
-        let rows = try_join_all(
-            ids.iter()
-                .map(|id| async move { conn.query_one(echo, &[id]).await }),
-        )
-        .await
-        .expect("200 concurrent queries");
+        let rows = try_join_all(ids.iter().map(|id| async move { conn.query_one(echo, &[id]).await }))
+            .await
+            .expect("200 concurrent queries");
         let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
         assert_eq!(got, ids, "answers arrive in request order");
         let pid: i32 = rows[0].get(1);
-        assert!(
-            rows.iter().all(|r| r.get::<_, i32>(1) == pid),
-            "one backend served all"
-        );
+        assert!(rows.iter().all(|r| r.get::<_, i32>(1) == pid), "one backend served all");
 
         // The same through independent tasks sharing the pool.
         let tasks: Vec<_> = (0..200i32)
@@ -169,10 +147,8 @@ fn concurrent_queries_pipeline_on_one_connection() {
 fn unreachable_database_fails_fast() {
     run_local(async {
         // A port nobody listens on: bind one, then release it.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("ephemeral port")
-            .port();
+        let port =
+            TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("ephemeral port").port();
         let mut config = PgConfig::new(format!("postgres://u:p@127.0.0.1:{port}/db"));
         config.connections = 2;
         let stmt = config.statement("SELECT 1");
@@ -183,25 +159,16 @@ fn unreachable_database_fails_fast() {
         let err = pool.query_one(stmt, &[]).await.expect_err("no database");
         assert_eq!(err, Error::Unavailable);
         assert_eq!(err.http_status(), 503);
-        assert!(
-            started.elapsed() < Duration::from_millis(100),
-            "failed fast"
-        );
+        assert!(started.elapsed() < Duration::from_millis(100), "failed fast");
 
         // Let the background tasks fail and back off a few times; calls
         // keep failing fast meanwhile.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let started = Instant::now();
-        assert_eq!(
-            pool.query_one(stmt, &[]).await.err(),
-            Some(Error::Unavailable)
-        );
+        assert_eq!(pool.query_one(stmt, &[]).await.err(), Some(Error::Unavailable));
         assert!(started.elapsed() < Duration::from_millis(50));
         assert_eq!(pool.live_connections(), 0);
-        assert_eq!(
-            pool.ready(Duration::from_millis(100)).await,
-            Err(Error::Unavailable)
-        );
+        assert_eq!(pool.ready(Duration::from_millis(100)).await, Err(Error::Unavailable));
     });
 }
 
@@ -240,10 +207,7 @@ fn pool_reconnects_after_backends_are_terminated() {
                 Ok(row) => break row.get::<_, i32>(0),
                 Err(e) => {
                     assert!(e.is_transient(), "unexpected error while reconnecting: {e}");
-                    assert!(
-                        started.elapsed() < Duration::from_secs(5),
-                        "no recovery in 5s"
-                    );
+                    assert!(started.elapsed() < Duration::from_secs(5), "no recovery in 5s");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }

@@ -195,9 +195,7 @@ impl PgPool {
         let up = Rc::new(Notify::new());
         let wake = Rc::new(Notify::new());
         let shared = Rc::new(Shared {
-            slots: (0..config.connections)
-                .map(|_| RefCell::new(None))
-                .collect(),
+            slots: (0..config.connections).map(|_| RefCell::new(None)).collect(),
             next: Cell::new(0),
             timeout: config.timeout,
             up,
@@ -247,15 +245,11 @@ impl PgPool {
                 _ => best = Some((load, conn.clone())),
             }
         }
-        best.map(|(_, conn)| self.conn(conn))
-            .ok_or(Error::Unavailable)
+        best.map(|(_, conn)| self.conn(conn)).ok_or(Error::Unavailable)
     }
 
     fn conn(&self, inner: Rc<ConnInner>) -> PgConn {
-        PgConn {
-            inner,
-            timeout: self.shared.timeout,
-        }
+        PgConn { inner, timeout: self.shared.timeout }
     }
 
     /// The per-call timeout.
@@ -282,11 +276,7 @@ impl PgPool {
         self.shared
             .slots
             .iter()
-            .filter(|slot| {
-                slot.borrow()
-                    .as_ref()
-                    .is_some_and(|conn| !conn.client.is_closed())
-            })
+            .filter(|slot| slot.borrow().as_ref().is_some_and(|conn| !conn.client.is_closed()))
             .count()
     }
 
@@ -349,12 +339,8 @@ impl PgConn {
     }
 
     fn prepared(&self, id: StatementId) -> Result<&Statement, Error> {
-        self.statement(id).ok_or_else(|| {
-            Error::Config(format!(
-                "statement #{} was not registered with this pool",
-                id.0
-            ))
-        })
+        self.statement(id)
+            .ok_or_else(|| Error::Config(format!("statement #{} was not registered with this pool", id.0)))
     }
 
     /// The per-call timeout.
@@ -378,11 +364,7 @@ impl PgConn {
     }
 
     /// Runs a prepared statement returning zero or one row.
-    pub async fn query_opt(
-        &self,
-        id: StatementId,
-        params: &Params<'_>,
-    ) -> Result<Option<Row>, Error> {
+    pub async fn query_opt(&self, id: StatementId, params: &Params<'_>) -> Result<Option<Row>, Error> {
         let stmt = self.prepared(id)?;
         self.timed(self.inner.client.query_opt(stmt, params)).await
     }
@@ -502,11 +484,7 @@ type Driver = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
 /// Connects and prepares every statement; the returned handle completes
 /// when the connection closes.
 async fn open(connector: &Connector) -> Result<(Rc<ConnInner>, Driver), String> {
-    let (client, connection) = connector
-        .pg
-        .connect(NoTls)
-        .await
-        .map_err(|e| error_chain(&e))?;
+    let (client, connection) = connector.pg.connect(NoTls).await.map_err(|e| error_chain(&e))?;
     // The connection future does the socket I/O; it must run while we
     // prepare, and for as long as the client is in use.
     let driver = tokio::task::spawn_local(connection);
@@ -541,9 +519,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// Scales `d` by a random factor in [0.5, 1.0) so the slots of many workers
 /// don't reconnect in lock-step after an outage.
 fn jitter(d: Duration) -> Duration {
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
+    let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
     let factor = 0.5 + (random % 1000) as f64 / 2000.0;
     d.mul_f64(factor)
 }
@@ -574,10 +550,7 @@ mod tests {
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
-                let zero = PgConfig {
-                    connections: 0,
-                    ..PgConfig::new("postgres://u:p@127.0.0.1:1/db")
-                };
+                let zero = PgConfig { connections: 0, ..PgConfig::new("postgres://u:p@127.0.0.1:1/db") };
                 assert!(matches!(PgPool::new(zero), Err(Error::Config(_))));
                 let garbage = PgConfig::new("postgres://u:p@127.0.0.1:notaport/db");
                 assert!(matches!(PgPool::new(garbage), Err(Error::Config(_))));

@@ -69,9 +69,8 @@ impl SqlitePool {
             return Err(Error::Config("a pool needs at least one thread".into()));
         }
         if let Some(dir) = config.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::Config(format!("cannot create directory {}: {e}", dir.display()))
-            })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Config(format!("cannot create directory {}: {e}", dir.display())))?;
         }
         // Open every connection before starting any thread, so a bad path is
         // reported here rather than by the first query.
@@ -88,11 +87,7 @@ impl SqlitePool {
                 .spawn(move || serve(conn, &queue))
                 .map_err(|e| Error::Config(format!("cannot start SQLite thread: {e}")))?;
         }
-        Ok(SqlitePool {
-            jobs,
-            timeout: config.timeout,
-            path: Arc::new(config.path),
-        })
+        Ok(SqlitePool { jobs, timeout: config.timeout, path: Arc::new(config.path) })
     }
 
     /// The database file.
@@ -148,20 +143,14 @@ impl SqlitePool {
 }
 
 fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection, Error> {
-    let open_err = |e: rusqlite::Error| {
-        Error::Config(format!(
-            "cannot open SQLite database {}: {e}",
-            path.display()
-        ))
-    };
+    let open_err =
+        |e: rusqlite::Error| Error::Config(format!("cannot open SQLite database {}: {e}", path.display()));
     let conn = Connection::open(path).map_err(open_err)?;
     conn.busy_timeout(busy_timeout).map_err(open_err)?;
     // WAL lets the other threads read while one writes; NORMAL sync is
     // durable across application crashes, which is what a web app needs.
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(open_err)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(open_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
     Ok(conn)
 }
 
@@ -212,21 +201,14 @@ mod tests {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../target/test-scratch/db-sqlite")
-            .join(format!(
-                "{name}-{}-{}",
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            ));
+            .join(format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
 
     fn pool(name: &str) -> (SqlitePool, PathBuf) {
         let dir = scratch(name);
-        let config = SqliteConfig {
-            threads: 2,
-            ..SqliteConfig::new(dir.join("nested/test.db"))
-        };
+        let config = SqliteConfig { threads: 2, ..SqliteConfig::new(dir.join("nested/test.db")) };
         (SqlitePool::open(config).expect("open pool"), dir)
     }
 
@@ -254,10 +236,8 @@ mod tests {
             .await
             .expect("select");
         assert_eq!(v, "v7");
-        let mode: String = pool
-            .run(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
-            .await
-            .expect("pragma");
+        let mode: String =
+            pool.run(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0))).await.expect("pragma");
         assert_eq!(mode.to_lowercase(), "wal");
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -265,12 +245,9 @@ mod tests {
     #[tokio::test]
     async fn many_concurrent_jobs_complete() {
         let (pool, dir) = pool("concurrent");
-        let futures = (0..200).map(|i: i64| {
-            pool.run(move |c| c.query_row("SELECT ?1 * 2", [i], |r| r.get::<_, i64>(0)))
-        });
-        let results = futures_util::future::try_join_all(futures)
-            .await
-            .expect("all jobs");
+        let futures = (0..200)
+            .map(|i: i64| pool.run(move |c| c.query_row("SELECT ?1 * 2", [i], |r| r.get::<_, i64>(0))));
+        let results = futures_util::future::try_join_all(futures).await.expect("all jobs");
         assert_eq!(results, (0..200).map(|i| i * 2).collect::<Vec<_>>());
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -278,23 +255,13 @@ mod tests {
     #[tokio::test]
     async fn errors_are_mapped() {
         let (pool, dir) = pool("errors");
-        let err = pool
-            .run(|c| c.execute_batch("SELECT * FROM missing_table"))
-            .await
-            .expect_err("must fail");
-        assert!(
-            matches!(err, Error::Query(ref m) if m.contains("missing_table")),
-            "{err}"
-        );
+        let err = pool.run(|c| c.execute_batch("SELECT * FROM missing_table")).await.expect_err("must fail");
+        assert!(matches!(err, Error::Query(ref m) if m.contains("missing_table")), "{err}");
         assert_eq!(err.http_status(), 500);
-        let panicked = pool
-            .run(|_| -> Result<(), rusqlite::Error> { panic!("boom") })
-            .await;
+        let panicked = pool.run(|_| -> Result<(), rusqlite::Error> { panic!("boom") }).await;
         assert!(matches!(panicked, Err(Error::Query(_))));
         // The thread that caught the panic still serves.
-        let ok = pool
-            .run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)))
-            .await;
+        let ok = pool.run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))).await;
         assert_eq!(ok, Ok(1));
         let _ = std::fs::remove_dir_all(dir);
     }

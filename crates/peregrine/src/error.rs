@@ -1,0 +1,90 @@
+//! [`Error`]: a failure a handler answers with an HTTP status.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::http::writer::ResponseWriter;
+use crate::http::StatusCode;
+use crate::response::{IntoResponse, Response, JSON};
+
+/// An error that becomes an HTTP response: its status and a short message,
+/// sent as `{"error":"message"}`.
+///
+/// Extractors reject requests with it, and handlers return it (usually
+/// through `?`) for anything they cannot serve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    status: StatusCode,
+    message: Cow<'static, str>,
+}
+
+impl Error {
+    /// An error with any status.
+    pub fn new(status: StatusCode, message: impl Into<Cow<'static, str>>) -> Error {
+        Error { status, message: message.into() }
+    }
+
+    /// `400 Bad Request`.
+    pub fn bad_request(message: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// `404 Not Found`.
+    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// `413 Content Too Large`.
+    pub fn payload_too_large(message: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(StatusCode::PAYLOAD_TOO_LARGE, message)
+    }
+
+    /// `500 Internal Server Error`.
+    pub fn internal(message: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// `503 Service Unavailable`.
+    pub fn unavailable(message: impl Into<Cow<'static, str>>) -> Error {
+        Error::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    /// The status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn write_body(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(b"{\"error\":");
+        serde_json::to_writer(&mut *out, self.message.as_ref())?;
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.status, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let mut body = Vec::with_capacity(self.message.len() + 12);
+        // Serializing a &str cannot fail.
+        let _ = self.write_body(&mut body);
+        Response::with_body(JSON, body).status(self.status)
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        // Serializing a &str into a Vec cannot fail.
+        let _ = w.write_with(self.status, JSON, [], self.message.len() + 12, |out| self.write_body(out));
+    }
+}

@@ -1,0 +1,274 @@
+//! Writes response heads and bodies into a connection's output buffer.
+//!
+//! Every response produced by one read is appended to the same buffer and
+//! written with one syscall. A body serialized in place gets its
+//! `Content-Length` back-filled: the writer reserves the number of digits
+//! the caller expects and, in the rare case the guess is wrong, shifts the
+//! body by the difference — correct for any size, with no per-request
+//! allocation.
+
+use crate::http::date::DateBlock;
+use crate::http::StatusCode;
+
+/// What the `Connection` header of a response must say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ConnectionHeader {
+    /// HTTP/1.1 keep-alive: nothing to write.
+    Omit,
+    /// HTTP/1.0 keep-alive must be confirmed explicitly.
+    KeepAlive,
+    /// The server closes after this response.
+    Close,
+}
+
+/// Appends one response to the connection's output buffer.
+///
+/// Handlers never see this type directly unless they implement
+/// [`IntoResponse`](crate::IntoResponse) for their own types.
+pub struct ResponseWriter<'a> {
+    out: &'a mut Vec<u8>,
+    date: &'a DateBlock,
+    connection: ConnectionHeader,
+    head_only: bool,
+}
+
+const OK_PREAMBLE: &[u8] = b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: ";
+const SERVER_LINE: &[u8] = b"Server: peregrine\r\nContent-Type: ";
+
+impl<'a> ResponseWriter<'a> {
+    pub(crate) fn new(
+        out: &'a mut Vec<u8>,
+        date: &'a DateBlock,
+        connection: ConnectionHeader,
+        head_only: bool,
+    ) -> ResponseWriter<'a> {
+        ResponseWriter { out, date, connection, head_only }
+    }
+
+    /// Whether the connection closes after this response.
+    pub fn closes_connection(&self) -> bool {
+        self.connection == ConnectionHeader::Close
+    }
+
+    /// Writes a complete response whose body is already in memory.
+    pub fn write<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        body: &[u8],
+    ) {
+        let forbids_body = status.forbids_body();
+        self.start(status, content_type, headers, forbids_body);
+        if forbids_body {
+            self.finish_head(false);
+            return;
+        }
+        let mut digits = itoa::Buffer::new();
+        self.out.extend_from_slice(digits.format(body.len()).as_bytes());
+        self.finish_head(true);
+        if !self.head_only {
+            self.out.extend_from_slice(body);
+        }
+    }
+
+    /// Writes a response whose body is produced in place by `write_body`.
+    ///
+    /// `size_hint` is the expected body length; a good hint avoids moving
+    /// the body once to fit its `Content-Length`. If `write_body` fails,
+    /// everything it and this call wrote is removed and the error returned,
+    /// so the caller can write an error response instead.
+    pub fn write_with<'h, E>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        size_hint: usize,
+        write_body: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let response_start = self.out.len();
+        let forbids_body = status.forbids_body();
+        self.start(status, content_type, headers, forbids_body);
+        if forbids_body {
+            self.finish_head(false);
+            return Ok(());
+        }
+        let digits_at = self.out.len();
+        let guess = decimal_len(size_hint);
+        self.out.resize(digits_at + guess, b'0');
+        self.finish_head(true);
+        let body_at = self.out.len();
+        if let Err(e) = write_body(self.out) {
+            self.out.truncate(response_start);
+            return Err(e);
+        }
+        let body_len = self.out.len() - body_at;
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(body_len).as_bytes();
+        let after_guess = digits_at + guess;
+        let end = self.out.len();
+        if digits.len() > guess {
+            let grow = digits.len() - guess;
+            self.out.resize(end + grow, 0);
+            self.out.copy_within(after_guess..end, after_guess + grow);
+        } else if digits.len() < guess {
+            let shrink = guess - digits.len();
+            self.out.copy_within(after_guess..end, after_guess - shrink);
+            self.out.truncate(end - shrink);
+        }
+        self.out[digits_at..digits_at + digits.len()].copy_from_slice(digits);
+        if self.head_only {
+            self.out.truncate(self.out.len() - body_len);
+        }
+        Ok(())
+    }
+
+    /// Status line, `Server`, `Content-Type`, extra headers and, unless the
+    /// status forbids a body, `Content-Length: ` (digits follow).
+    fn start<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        forbids_body: bool,
+    ) {
+        if status == StatusCode::OK {
+            self.out.extend_from_slice(OK_PREAMBLE);
+        } else {
+            status.write_status_line(self.out);
+            self.out.extend_from_slice(SERVER_LINE);
+        }
+        self.out.extend_from_slice(content_type.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+        for (name, value) in headers {
+            self.out.extend_from_slice(name.as_bytes());
+            self.out.extend_from_slice(b": ");
+            self.out.extend_from_slice(value.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        }
+        if !forbids_body {
+            self.out.extend_from_slice(b"Content-Length: ");
+        }
+    }
+
+    /// Ends the `Content-Length` line (if any), adds `Connection` and the
+    /// cached `Date` block, which carries the blank line.
+    fn finish_head(&mut self, length_line_open: bool) {
+        if length_line_open {
+            self.out.extend_from_slice(b"\r\n");
+        }
+        match self.connection {
+            ConnectionHeader::Omit => {}
+            ConnectionHeader::KeepAlive => self.out.extend_from_slice(b"Connection: keep-alive\r\n"),
+            ConnectionHeader::Close => self.out.extend_from_slice(b"Connection: close\r\n"),
+        }
+        self.out.extend_from_slice(self.date);
+    }
+}
+
+/// Number of decimal digits of `n`.
+fn decimal_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 10 {
+        n /= 10;
+        len += 1;
+    }
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::date::date_block;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn date() -> DateBlock {
+        date_block(UNIX_EPOCH + Duration::from_secs(1_795_236_051))
+    }
+
+    #[test]
+    fn static_body() {
+        let d = date();
+        let mut out = Vec::new();
+        ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, false).write(
+            StatusCode::OK,
+            "text/plain",
+            [],
+            b"Hello, World!",
+        );
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nDate: Sat, 21 Nov 2026 04:40:51 GMT\r\n\r\nHello, World!"
+        );
+    }
+
+    #[test]
+    fn backfilled_length_is_right_for_every_guess() {
+        let d = date();
+        for body_len in [0usize, 1, 9, 10, 99, 100, 9999, 10_000, 123_456] {
+            for hint in [0usize, 10, 1000, 1_000_000] {
+                let mut out = b"previous".to_vec();
+                let mut w = ResponseWriter::new(&mut out, &d, ConnectionHeader::Close, false);
+                w.write_with(StatusCode::NOT_FOUND, "application/json", [("X-A", "b")], hint, |o| {
+                    o.extend(std::iter::repeat_n(b'x', body_len));
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+                let text = &out[8..];
+                let head_end = text.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                let head = std::str::from_utf8(&text[..head_end]).unwrap();
+                assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"));
+                assert!(head.contains(&format!("\r\nContent-Length: {body_len}\r\n")), "{head}");
+                assert!(head.contains("\r\nX-A: b\r\nContent-Length"));
+                assert!(head.contains("\r\nConnection: close\r\n"));
+                assert_eq!(text.len() - head_end, body_len);
+            }
+        }
+    }
+
+    #[test]
+    fn failed_body_rolls_back() {
+        let d = date();
+        let mut out = b"keep".to_vec();
+        let r = ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, false).write_with(
+            StatusCode::OK,
+            "a/b",
+            [],
+            4,
+            |o| {
+                o.extend_from_slice(b"partial");
+                Err("boom")
+            },
+        );
+        assert_eq!(r, Err("boom"));
+        assert_eq!(out, b"keep");
+    }
+
+    #[test]
+    fn head_requests_get_length_but_no_body() {
+        let d = date();
+        let mut out = Vec::new();
+        ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, true)
+            .write_with(StatusCode::OK, "a/b", [], 1, |o| {
+                o.extend_from_slice(b"hello world");
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        assert!(out.ends_with(b"Content-Length: 11\r\nDate: Sat, 21 Nov 2026 04:40:51 GMT\r\n\r\n"));
+    }
+
+    #[test]
+    fn no_content_has_no_length() {
+        let d = date();
+        let mut out = Vec::new();
+        ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, false).write(
+            StatusCode::NO_CONTENT,
+            "text/plain",
+            [],
+            b"ignored",
+        );
+        let s = String::from_utf8(out).unwrap();
+        assert!(!s.contains("Content-Length"));
+        assert!(s.ends_with("GMT\r\n\r\n"));
+    }
+}

@@ -1,0 +1,257 @@
+//! What handlers return: [`IntoResponse`] and the types that implement it.
+//!
+//! Fast types ([`Json`], [`Html`], [`Content`], string literals) write
+//! themselves straight into the connection's output buffer, so the hot path
+//! builds no intermediate body. [`Response`] is the general, owned form,
+//! used when a handler needs custom headers or runs asynchronously.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::http::writer::ResponseWriter;
+use crate::http::StatusCode;
+
+/// `text/plain; charset=utf-8`
+pub const TEXT_UTF8: &str = "text/plain; charset=utf-8";
+/// `application/json`
+pub const JSON: &str = "application/json";
+/// `text/html; charset=utf-8`
+pub const HTML_UTF8: &str = "text/html; charset=utf-8";
+
+/// Anything a handler can answer with.
+pub trait IntoResponse {
+    /// Converts into an owned [`Response`] (used by async handlers, whose
+    /// result outlives the request).
+    fn into_response(self) -> Response;
+
+    /// Writes the response into the connection's output buffer. The default
+    /// goes through [`IntoResponse::into_response`]; fast types override it.
+    fn write_to(self, w: &mut ResponseWriter<'_>)
+    where
+        Self: Sized,
+    {
+        self.into_response().write_to(w);
+    }
+}
+
+/// An owned response: status, content type, extra headers and body.
+#[derive(Clone, Debug)]
+pub struct Response {
+    status: StatusCode,
+    content_type: Cow<'static, str>,
+    headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    body: Cow<'static, [u8]>,
+}
+
+impl Response {
+    /// An empty `text/plain` response with `status`.
+    pub fn new(status: StatusCode) -> Response {
+        Response {
+            status,
+            content_type: Cow::Borrowed(TEXT_UTF8),
+            headers: Vec::new(),
+            body: Cow::Borrowed(b""),
+        }
+    }
+
+    /// A `200` with a body of the given content type.
+    pub fn with_body(
+        content_type: impl Into<Cow<'static, str>>,
+        body: impl Into<Cow<'static, [u8]>>,
+    ) -> Response {
+        Response {
+            status: StatusCode::OK,
+            content_type: content_type.into(),
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    /// A `200` `text/plain; charset=utf-8` response.
+    pub fn text(body: impl Into<Cow<'static, str>>) -> Response {
+        let body = match body.into() {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        };
+        Response::with_body(TEXT_UTF8, body)
+    }
+
+    /// A `200` JSON response, serialized now. Serialization failures (a map
+    /// with non-string keys, say) become a `500`.
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(body) => Response::with_body(JSON, body),
+            Err(e) => Error::internal(format!("JSON serialization failed: {e}")).into_response(),
+        }
+    }
+
+    /// Sets the status.
+    pub fn status(mut self, status: StatusCode) -> Response {
+        self.status = status;
+        self
+    }
+
+    /// Adds a header. Names must be HTTP tokens and values must not contain
+    /// CR, LF or NUL; a response given an invalid header becomes a `500`
+    /// rather than emitting it (header injection), and the mistake is logged.
+    pub fn header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Response {
+        let (name, value) = (name.into(), value.into());
+        if !is_token(&name) || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            tracing::error!(header = %name, "refusing invalid response header");
+            return Error::internal("invalid response header").into_response();
+        }
+        if name.eq_ignore_ascii_case("content-type") {
+            self.content_type = value;
+        } else if !is_managed_header(&name) {
+            self.headers.push((name, value));
+        }
+        self
+    }
+
+    /// The status.
+    pub fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The body bytes.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The value of a header set with [`Response::header`] (or the content type).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        if name.eq_ignore_ascii_case("content-type") {
+            return Some(&self.content_type);
+        }
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_ref())
+    }
+}
+
+/// Headers the server writes itself; a handler setting them would produce a
+/// duplicate or a lie, so they are ignored.
+fn is_managed_header(name: &str) -> bool {
+    ["content-length", "transfer-encoding", "date", "server", "connection"]
+        .iter()
+        .any(|m| name.eq_ignore_ascii_case(m))
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl IntoResponse for Response {
+    fn into_response(self) -> Response {
+        self
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        let headers = self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()));
+        w.write(self.status, &self.content_type, headers, &self.body);
+    }
+}
+
+/// A JSON response body, serialized per request straight into the output
+/// buffer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        Response::json(&self.0)
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        let written = w.write_with(StatusCode::OK, JSON, [], 32, |out| serde_json::to_writer(out, &self.0));
+        if let Err(e) = written {
+            Error::internal(format!("JSON serialization failed: {e}")).write_to(w);
+        }
+    }
+}
+
+/// An HTML response body (`text/html; charset=utf-8`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Html<T>(pub T);
+
+impl<T: AsRef<str>> IntoResponse for Html<T> {
+    fn into_response(self) -> Response {
+        Response::with_body(HTML_UTF8, self.0.as_ref().as_bytes().to_vec())
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        w.write(StatusCode::OK, HTML_UTF8, [], self.0.as_ref().as_bytes());
+    }
+}
+
+/// A body with an explicit content type, e.g. `Content("text/plain", "Hello")`.
+#[derive(Clone, Copy, Debug)]
+pub struct Content<B>(pub &'static str, pub B);
+
+impl<B: AsRef<[u8]>> IntoResponse for Content<B> {
+    fn into_response(self) -> Response {
+        Response::with_body(self.0, self.1.as_ref().to_vec())
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        w.write(StatusCode::OK, self.0, [], self.1.as_ref());
+    }
+}
+
+impl IntoResponse for &'static str {
+    fn into_response(self) -> Response {
+        Response::text(self)
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        w.write(StatusCode::OK, TEXT_UTF8, [], self.as_bytes());
+    }
+}
+
+impl IntoResponse for String {
+    fn into_response(self) -> Response {
+        Response::text(self)
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        w.write(StatusCode::OK, TEXT_UTF8, [], self.as_bytes());
+    }
+}
+
+impl IntoResponse for StatusCode {
+    fn into_response(self) -> Response {
+        Response::new(self)
+    }
+}
+
+impl IntoResponse for () {
+    fn into_response(self) -> Response {
+        Response::new(StatusCode::OK)
+    }
+}
+
+impl<T: IntoResponse> IntoResponse for (StatusCode, T) {
+    fn into_response(self) -> Response {
+        self.1.into_response().status(self.0)
+    }
+}
+
+impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
+    fn into_response(self) -> Response {
+        match self {
+            Ok(v) => v.into_response(),
+            Err(e) => e.into_response(),
+        }
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        match self {
+            Ok(v) => v.write_to(w),
+            Err(e) => e.write_to(w),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Starting and stopping the server: listeners, worker threads, signals.
+//!
+//! Thread-per-core: each worker thread binds its own `SO_REUSEPORT`
+//! listener (the kernel spreads connections across them), runs a tokio
+//! `current_thread` runtime and keeps every connection it accepts for that
+//! connection's whole life. Workers share nothing on the request path.
+
+mod conn;
+mod readbuf;
+pub(crate) mod worker;
+
+use std::future::Future;
+use std::io;
+use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::router::Router;
+
+pub(crate) use readbuf::ReadBuf;
+
+/// Which worker an app factory is building for.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerInfo {
+    /// This worker's index, `0..count`.
+    pub index: usize,
+    /// How many workers the server runs.
+    pub count: usize,
+}
+
+/// A configured server, ready to bind and run.
+#[derive(Clone, Debug, Default)]
+pub struct Server {
+    config: Config,
+}
+
+impl Server {
+    /// A server with default settings.
+    pub fn new() -> Server {
+        Server::default()
+    }
+
+    /// A server with the given settings.
+    pub fn with_config(config: Config) -> Server {
+        Server { config }
+    }
+
+    /// The settings, for adjustment.
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// Sets the number of worker threads (at least 1).
+    pub fn workers(mut self, workers: usize) -> Server {
+        self.config.workers = workers.max(1);
+        self
+    }
+
+    /// Binds `addr`, starts the workers and serves until SIGINT or SIGTERM,
+    /// then shuts down gracefully. `app` runs once on each worker thread to
+    /// build that worker's router (and whatever state it owns, such as
+    /// database connections).
+    pub fn serve<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<()>
+    where
+        F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Router<S>> + 'static,
+        S: 'static,
+    {
+        let handle = self.spawn(addr, app)?;
+        wait_for_signal()?;
+        tracing::info!("shutting down");
+        handle.shutdown();
+        Ok(())
+    }
+
+    /// Binds `addr` and starts the workers in the background; returns once
+    /// every worker is accepting connections.
+    pub fn spawn<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<ServerHandle>
+    where
+        F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Router<S>> + 'static,
+        S: 'static,
+    {
+        let addr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "address resolved to nothing"))?;
+        let count = self.config.workers.max(1);
+        // Bind every listener before starting anything, so a busy port is
+        // reported at once. With port 0 the first bind picks the port and
+        // the others join it.
+        let first = bind(addr, self.config.backlog)?;
+        let local_addr = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..count {
+            listeners.push(bind(local_addr, self.config.backlog)?);
+        }
+
+        let cpus = allowed_cpus();
+        let app = Arc::new(app);
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+        let mut threads = Vec::with_capacity(count);
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let app = Arc::clone(&app);
+            let config = self.config.clone();
+            let shutdown = shutdown_rx.clone();
+            let ready = ready_tx.clone();
+            let cpu =
+                if config.pin_workers && !cpus.is_empty() { Some(cpus[index % cpus.len()]) } else { None };
+            let thread =
+                std::thread::Builder::new().name(format!("peregrine-worker-{index}")).spawn(move || {
+                    if let Some(cpu) = cpu {
+                        pin_to_cpu(cpu);
+                    }
+                    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                            return;
+                        }
+                    };
+                    let local = tokio::task::LocalSet::new();
+                    local.block_on(&runtime, async move {
+                        let listener = match listener
+                            .set_nonblocking(true)
+                            .and_then(|()| tokio::net::TcpListener::from_std(listener))
+                        {
+                            Ok(l) => l,
+                            Err(e) => {
+                                let _ = ready.send(Err(e));
+                                return;
+                            }
+                        };
+                        let router = app(WorkerInfo { index, count }).await;
+                        let _ = ready.send(Ok(()));
+                        drop(ready);
+                        worker::run(listener, config, router, shutdown).await;
+                    });
+                })?;
+            threads.push(thread);
+        }
+        drop(ready_tx);
+        let handle = ServerHandle { local_addr, shutdown: shutdown_tx, threads };
+        for _ in 0..count {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    handle.shutdown();
+                    return Err(e);
+                }
+                Err(_) => {
+                    handle.shutdown();
+                    return Err(io::Error::other("a worker thread exited during start-up"));
+                }
+            }
+        }
+        Ok(handle)
+    }
+}
+
+/// A running server.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on (useful after binding port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to the
+    /// configured shutdown timeout) and waits for the workers to exit.
+    pub fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn bind(addr: SocketAddr, backlog: u32) -> io::Result<StdListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nodelay(true)?;
+    socket
+        .bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+    Ok(socket.into())
+}
+
+/// Blocks until SIGINT or SIGTERM.
+fn wait_for_signal() -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok(())
+    })
+}
+
+/// The CPUs this process may run on, in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a properly sized, zeroed cpu_set_t that
+    // sched_getaffinity fills for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&cpu| libc::CPU_ISSET(cpu, &set)).collect()
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: `set` is a zeroed cpu_set_t with one CPU added; the call only
+    // changes the calling thread's affinity.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(cpu, "could not pin worker");
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! One worker: a thread with its own listener, event loop, `Date` block,
+//! connection registry and timeouts. Nothing here is shared with other
+//! workers, so nothing here is locked.
+
+use std::cell::{Cell, RefCell};
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::time::{Instant, SystemTime};
+
+use slab::Slab;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::http::date::{date_block, until_next_second, DateBlock};
+use crate::http::parse::HeadLimits;
+use crate::http::writer::{ConnectionHeader, ResponseWriter};
+use crate::http::StatusCode;
+use crate::router::Router;
+use crate::server::conn;
+
+/// What a connection is waiting for, which decides its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Between requests (keep-alive idle).
+    Idle,
+    /// In the middle of a request head.
+    Head,
+    /// Reading a body or writing a response.
+    Io,
+    /// A handler is running; no connection deadline applies.
+    Busy,
+}
+
+/// A connection's deadline, shared between the connection task (which
+/// updates it with two `Cell` writes) and the worker's once-a-second sweep.
+pub(crate) struct ConnTimer {
+    fd: RawFd,
+    wait: Cell<Wait>,
+    /// Worker-clock seconds after which the connection is dropped.
+    deadline: Cell<u64>,
+}
+
+impl ConnTimer {
+    #[inline]
+    pub(crate) fn arm(&self, wait: Wait, deadline: u64) {
+        self.wait.set(wait);
+        self.deadline.set(deadline);
+    }
+}
+
+/// Per-worker state every connection task holds an `Rc` to.
+pub(crate) struct Worker {
+    pub(crate) config: Config,
+    pub(crate) limits: HeadLimits,
+    date: Cell<DateBlock>,
+    started: Instant,
+    /// Seconds since `started`, advanced by the tick.
+    clock: Cell<u64>,
+    conns: RefCell<Slab<Rc<ConnTimer>>>,
+    shutting_down: Cell<bool>,
+}
+
+impl Worker {
+    pub(crate) fn new(config: Config) -> Worker {
+        Worker {
+            limits: config.head_limits(),
+            config,
+            date: Cell::new(date_block(SystemTime::now())),
+            started: Instant::now(),
+            clock: Cell::new(0),
+            conns: RefCell::new(Slab::new()),
+            shutting_down: Cell::new(false),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn date(&self) -> DateBlock {
+        self.date.get()
+    }
+
+    /// Coarse seconds since the worker started.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.get()
+    }
+
+    #[inline]
+    pub(crate) fn shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    fn register(&self, fd: RawFd) -> (usize, Rc<ConnTimer>) {
+        let timer = Rc::new(ConnTimer { fd, wait: Cell::new(Wait::Idle), deadline: Cell::new(u64::MAX) });
+        let key = self.conns.borrow_mut().insert(Rc::clone(&timer));
+        (key, timer)
+    }
+
+    pub(crate) fn unregister(&self, key: usize) {
+        let mut conns = self.conns.borrow_mut();
+        if conns.contains(key) {
+            conns.remove(key);
+        }
+    }
+
+    fn connection_count(&self) -> usize {
+        self.conns.borrow().len()
+    }
+
+    /// Refreshes the clock and the `Date` block, then drops connections past
+    /// their deadline (and, during shutdown, idle ones).
+    fn tick(&self) {
+        self.date.set(date_block(SystemTime::now()));
+        // Round up so a deadline of `now + t` never fires early.
+        self.clock.set(self.started.elapsed().as_secs() + 1);
+        let now = self.clock.get();
+        let closing = self.shutting_down.get();
+        for (_, timer) in self.conns.borrow().iter() {
+            let wait = timer.wait.get();
+            let expired = wait != Wait::Busy && timer.deadline.get() <= now;
+            if expired || (closing && wait == Wait::Idle) {
+                if expired && wait == Wait::Head {
+                    self.send_request_timeout(timer.fd);
+                }
+                // Ends the connection: its pending read returns end-of-file
+                // and its task finishes and closes the socket.
+                //
+                // SAFETY: `fd` belongs to a live connection: entries are
+                // removed (on this thread) before their socket is closed.
+                unsafe { libc::shutdown(timer.fd, libc::SHUT_RDWR) };
+                timer.deadline.set(u64::MAX);
+            }
+        }
+    }
+
+    /// Best-effort `408` to a client that was too slow to send its head. The
+    /// connection is waiting to read and has nothing queued, so a write here
+    /// cannot interleave with a response.
+    fn send_request_timeout(&self, fd: RawFd) {
+        let mut out = Vec::with_capacity(192);
+        let date = self.date();
+        ResponseWriter::new(&mut out, &date, ConnectionHeader::Close, false).write(
+            StatusCode::REQUEST_TIMEOUT,
+            crate::response::TEXT_UTF8,
+            [],
+            b"request header timeout\n",
+        );
+        // SAFETY: `fd` is a live socket (see `tick`), `out` is a valid
+        // buffer of `out.len()` bytes; MSG_DONTWAIT keeps this non-blocking.
+        unsafe {
+            libc::send(fd, out.as_ptr().cast(), out.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
+        }
+    }
+}
+
+/// Removes a connection from its worker's registry when its task ends, on
+/// every path (including cancellation at shutdown).
+pub(crate) struct Registration {
+    worker: Rc<Worker>,
+    key: usize,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.worker.unregister(self.key);
+    }
+}
+
+/// Runs one worker until shutdown is signalled and its connections drain.
+pub(crate) async fn run<S: 'static>(
+    listener: TcpListener,
+    config: Config,
+    router: Router<S>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let worker = Rc::new(Worker::new(config));
+    let router = Rc::new(router);
+    let ticker = tokio::task::spawn_local(tick_forever(Rc::clone(&worker)));
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => accept(stream, &worker, &router),
+                Err(e) => {
+                    // Out of file descriptors or memory: back off instead of
+                    // spinning on the error.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            },
+        }
+    }
+
+    // Graceful shutdown: stop accepting, let in-flight requests finish
+    // (their responses say `Connection: close`), drop idle connections.
+    drop(listener);
+    worker.shutting_down.set(true);
+    let deadline = Instant::now() + worker.config.shutdown_timeout;
+    while worker.connection_count() > 0 && Instant::now() < deadline {
+        worker.tick();
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    ticker.abort();
+}
+
+fn accept<S: 'static>(stream: TcpStream, worker: &Rc<Worker>, router: &Rc<Router<S>>) {
+    if worker.connection_count() >= worker.config.max_connections_per_worker {
+        refuse(stream, worker);
+        return;
+    }
+    // Responses are written whole, one write per batch: Nagle would only
+    // delay them.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY failed");
+    }
+    let (key, timer) = worker.register(stream.as_raw_fd());
+    timer.arm(Wait::Idle, worker.now() + worker.config.idle_timeout.as_secs().max(1));
+    let registration = Registration { worker: Rc::clone(worker), key };
+    tokio::task::spawn_local(conn::serve(stream, Rc::clone(worker), Rc::clone(router), timer, registration));
+}
+
+/// Answers a connection over the limit with `503` and closes it, so the
+/// client gets a clear answer instead of a hang in the backlog.
+fn refuse(mut stream: TcpStream, worker: &Worker) {
+    let mut out = Vec::with_capacity(192);
+    let date = worker.date();
+    ResponseWriter::new(&mut out, &date, ConnectionHeader::Close, false).write(
+        StatusCode::SERVICE_UNAVAILABLE,
+        crate::response::TEXT_UTF8,
+        [("Retry-After", "1")],
+        b"connection limit reached\n",
+    );
+    let _ = stream.try_write(&out);
+    // Half-close, then discard what the client sends for a moment: closing
+    // at once would answer its request with a reset that can destroy the
+    // 503 before the client reads it.
+    tokio::task::spawn_local(async move {
+        let _ = stream.shutdown().await;
+        let mut sink = [0u8; 1024];
+        let drain = async {
+            while let Ok(n) = tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+    });
+}
+
+async fn tick_forever(worker: Rc<Worker>) {
+    loop {
+        tokio::time::sleep(until_next_second(SystemTime::now())).await;
+        worker.tick();
+    }
+}
