@@ -2,6 +2,7 @@
 //! servers side by side.
 
 mod bench;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -17,11 +18,14 @@ struct Cli {
 enum Command {
     /// Benchmark servers side by side with wrk, alternating them in rounds.
     Bench(bench::BenchArgs),
+    /// Check a running server against SPEC.md (TFB, HttpArena, bad input).
+    Verify(verify::VerifyArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Verify(args) => verify::run(args),
     }
 }
