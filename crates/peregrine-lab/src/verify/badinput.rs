@@ -272,7 +272,10 @@ fn idle_client(target: &Target, limit: Duration) -> Result<Duration, String> {
     loop {
         let left = limit.saturating_sub(start.elapsed());
         if left.is_zero() {
-            return Err(format!("expected a disconnect within {} s, got still connected", limit.as_secs()));
+            return Err(format!(
+                "expected a disconnect within {} s, got still connected (raise --slow-timeout if the server's idle timeout is deliberately longer)",
+                limit.as_secs()
+            ));
         }
         match conn.wait_closed(left) {
             CloseState::Closed => return Ok(start.elapsed()),

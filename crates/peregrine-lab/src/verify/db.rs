@@ -61,7 +61,7 @@ impl Db {
         let client = rt.block_on(async {
             let (client, connection) = tokio_postgres::connect(dsn, NoTls)
                 .await
-                .map_err(|e| format!("cannot connect to the database: {e}"))?;
+                .map_err(|e| format!("cannot connect to the database: {}", with_cause(&e)))?;
             // The connection task only makes progress inside `block_on`,
             // which is exactly when we wait for a query.
             tokio::spawn(connection);
@@ -71,15 +71,26 @@ impl Db {
     }
 
     fn query(&self, sql: &str) -> Result<Vec<Row>, String> {
-        self.rt
-            .block_on(self.client.query(sql, &[]))
-            .map_err(|e| format!("{}: {e}", sql.split_whitespace().collect::<Vec<_>>().join(" ")))
+        self.rt.block_on(self.client.query(sql, &[])).map_err(|e| {
+            format!("{}: {}", sql.split_whitespace().collect::<Vec<_>>().join(" "), with_cause(&e))
+        })
     }
 
     fn reset_stats(&self) -> Result<(), String> {
-        self.rt
-            .block_on(self.client.batch_execute("SELECT pg_stat_statements_reset()"))
-            .map_err(|e| format!("cannot reset pg_stat_statements (is the extension installed and preloaded, and may this user reset it?): {e}"))
+        let reset = || self.rt.block_on(self.client.batch_execute("SELECT pg_stat_statements_reset()"));
+        if reset().is_ok() {
+            return Ok(());
+        }
+        // The library may be preloaded without the extension created in
+        // this database (TFB's setup creates it); creating it is harmless.
+        let _ =
+            self.rt.block_on(self.client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"));
+        reset().map_err(|e| {
+            format!(
+                "cannot reset pg_stat_statements (is it in shared_preload_libraries, and may this user reset it?): {}",
+                with_cause(&e)
+            )
+        })
     }
 
     /// Every World row as id -> randomNumber, whichever way the schema was
@@ -99,6 +110,19 @@ impl Db {
         let (id_col, value_col) = (column("id")?, column("randomnumber")?);
         rows.iter().map(|row| Ok((int(row, id_col)?, int(row, value_col)?))).collect()
     }
+}
+
+/// An error with its causes; tokio-postgres puts the useful part (refused,
+/// bad password...) in the source.
+fn with_cause(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    // Server errors carry DETAIL/HINT lines; a report line stays one line.
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn int(row: &Row, idx: usize) -> Result<i64, String> {

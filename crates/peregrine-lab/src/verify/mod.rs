@@ -1,5 +1,11 @@
 //! `peregrine-lab verify`: checks a running server against the shared SPEC.md.
 //!
+//! ```text
+//! peregrine-lab verify http://127.0.0.1:8080
+//! peregrine-lab verify http://127.0.0.1:8080 --database-url postgres://u:p@host/hello_world --slow
+//! peregrine-lab verify http://peer:8080 --config peer.toml --path plaintext=/pt --only tfb,bad-input
+//! ```
+//!
 //! This module owns the command line, the run order and the report (`PASS`,
 //! `FAIL name: expected X, got Y`, `SKIP`, then a summary; the exit status is
 //! non-zero on any failure). The work is split by concern:
