@@ -2,19 +2,28 @@
 //! application, written only against peregrine's public API.
 
 mod dataset;
+mod store;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
+use peregrine::cache::LocalCache;
 use peregrine::http::writer::ResponseWriter;
-use peregrine::{Body, Content, Error, IntoResponse, Json, Path, Query, Request, Router, Server, StatusCode};
+use peregrine::{
+    Body, Content, Error, FromRequest, Html, IntoResponse, Json, Path, Query, Request, Router, Server, State,
+    StatusCode,
+};
+use sailfish::TemplateSimple;
 use serde::{Deserialize, Serialize};
+use store::{Fortune, Store, StoreConfig, World};
 
 /// Serves the TechEmpower test types and the HttpArena profiles.
 #[derive(Parser, Debug)]
-#[command(name = "peregrine-tfb", version, about, long_about = None)]
+#[command(name = "peregrine-tfb", version, about, long_about = None, after_help = AFTER_HELP)]
 struct Cli {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -25,17 +34,131 @@ struct Cli {
     /// Pin each worker thread to its own CPU.
     #[arg(long)]
     pin: bool,
+    /// Directory of the embedded SQLite database, used when DATABASE_URL is
+    /// unset. Created and seeded on first start.
+    #[arg(long, default_value = "peregrine-data")]
+    data_dir: PathBuf,
 }
+
+const AFTER_HELP: &str = "\
+Environment:
+  DATABASE_URL       postgres://USER:PASS@HOST:PORT/DB selects PostgreSQL;
+                     sqlite://PATH selects a SQLite file; unset: embedded
+                     SQLite in --data-dir. Tables are created and seeded if
+                     missing.
+  DATABASE_MAX_CONN  PostgreSQL connections across all workers
+                     (default: 2 per worker).
+  RUST_LOG           log filter (default: info).
+
+Endpoints: /plaintext /json /db /queries?queries=N /fortunes
+/updates?queries=N /cached-queries?count=N /baseline11 /json/{count}?m=M
+/upload";
 
 #[derive(Serialize)]
 struct Message {
     message: &'static str,
 }
 
-/// Per-worker state.
+/// Per-worker state: everything is `Rc`, cloning it is a few increments.
 #[derive(Clone)]
 struct App {
     dataset: Rc<Vec<dataset::Item>>,
+    store: Store,
+    cache: Rc<LocalCache<i32, World>>,
+}
+
+/// Rows the per-worker World cache holds (the whole table fits).
+const CACHE_CAPACITY: usize = 10_000;
+/// How long a cached row is served before it is read again.
+const CACHE_TTL: Duration = Duration::from_secs(60);
+
+/// The TFB parameter rule: missing, empty or not an integer means 1; below
+/// 1 means 1; above 500 means 500. Never an error.
+fn clamp_count(value: Option<&str>) -> usize {
+    match value.map(str::parse::<i64>) {
+        Some(Ok(n)) => n.clamp(1, 500) as usize,
+        Some(Err(e)) if *e.kind() == std::num::IntErrorKind::PosOverflow => 500,
+        _ => 1,
+    }
+}
+
+/// `?queries=N` by the TFB parameter rule.
+struct Queries(usize);
+
+impl<S> FromRequest<S> for Queries {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        Ok(Queries(clamp_count(req.query("queries").as_deref())))
+    }
+}
+
+/// `?count=N` by the TFB parameter rule.
+struct CacheCount(usize);
+
+impl<S> FromRequest<S> for CacheCount {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        Ok(CacheCount(clamp_count(req.query("count").as_deref())))
+    }
+}
+
+#[derive(TemplateSimple)]
+#[template(path = "fortunes.stpl")]
+struct FortunesPage<'a> {
+    fortunes: &'a [Fortune],
+}
+
+async fn db(State(app): State<App>) -> Result<Json<World>, Error> {
+    let id = app.store.random_id();
+    Ok(Json(app.store.world(id).await?))
+}
+
+async fn queries(State(app): State<App>, Queries(n): Queries) -> Result<Json<Vec<World>>, Error> {
+    let ids: Vec<i32> = (0..n).map(|_| app.store.random_id()).collect();
+    Ok(Json(app.store.worlds(&ids).await?))
+}
+
+async fn updates(State(app): State<App>, Queries(n): Queries) -> Result<Json<Vec<World>>, Error> {
+    let ids: Vec<i32> = (0..n).map(|_| app.store.random_id()).collect();
+    Ok(Json(app.store.update_worlds(&ids).await?))
+}
+
+async fn fortunes_handler(State(app): State<App>) -> Result<Html<String>, Error> {
+    let mut fortunes = app.store.fortunes().await?;
+    fortunes.push(Fortune { id: 0, message: "Additional fortune added at request time.".into() });
+    fortunes.sort_unstable_by(|a, b| a.message.cmp(&b.message));
+    let page = FortunesPage { fortunes: &fortunes }
+        .render_once()
+        .map_err(|e| Error::internal(format!("template failed: {e}")))?;
+    Ok(Html(page))
+}
+
+/// Serves rows from the worker's cache, reading the misses from the
+/// database (pipelined, one statement per distinct id) and caching them.
+async fn cached_queries(
+    State(app): State<App>,
+    CacheCount(n): CacheCount,
+) -> Result<Json<Vec<World>>, Error> {
+    let now = Instant::now();
+    let ids: Vec<i32> = (0..n).map(|_| app.store.random_id()).collect();
+    let mut rows: Vec<Option<World>> = ids.iter().map(|id| app.cache.get_at(id, now)).collect();
+    let mut missing: Vec<i32> =
+        ids.iter().zip(&rows).filter(|(_, row)| row.is_none()).map(|(id, _)| *id).collect();
+    if !missing.is_empty() {
+        missing.sort_unstable();
+        missing.dedup();
+        let loaded = app.store.worlds(&missing).await?;
+        for world in &loaded {
+            app.cache.insert(world.id, *world);
+        }
+        for (row, id) in rows.iter_mut().zip(&ids) {
+            if row.is_none() {
+                *row = missing.binary_search(id).ok().and_then(|i| loaded.get(i)).copied();
+            }
+        }
+    }
+    rows.into_iter()
+        .map(|row| row.ok_or_else(|| Error::internal("cache fill returned fewer rows than asked")))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Json)
 }
 
 /// A plain-text integer, formatted without allocating.
@@ -75,8 +198,9 @@ struct Multiplier {
     m: Option<i64>,
 }
 
-fn build_router(dataset: Rc<Vec<dataset::Item>>) -> Router<App> {
-    Router::with_state(App { dataset })
+fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
+    let cache = Rc::new(LocalCache::new(CACHE_CAPACITY, CACHE_TTL));
+    Router::with_state(App { dataset, store, cache })
         .get("/plaintext", || Content("text/plain", "Hello, World!"))
         .get("/json", || Json(Message { message: "Hello, World!" }))
         .get("/baseline11", baseline)
@@ -93,6 +217,22 @@ fn build_router(dataset: Rc<Vec<dataset::Item>>) -> Router<App> {
             },
         )
         .post_stream("/upload", |body: Body| async move { body.count().await.map(|n| Number(n as i64)) })
+        .get_async("/db", db)
+        .get_async("/queries", queries)
+        .get_async("/updates", updates)
+        .get_async("/fortunes", fortunes_handler)
+        .get_async("/cached-queries", cached_queries)
+}
+
+/// Creates and seeds the tables if they are missing, before any worker
+/// serves (workers prepare statements against them).
+fn prepare_database(config: &StoreConfig) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, config.ensure_schema()).map_err(|e| format!("cannot prepare the database: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -115,9 +255,26 @@ fn main() -> ExitCode {
         server = server.workers(n);
     }
     server.config_mut().pin_workers = cli.pin;
-    tracing::info!(addr = %cli.addr, "peregrine-tfb listening");
-    let result = server.serve(cli.addr, move |_worker| async move {
-        build_router(Rc::new(dataset::load().unwrap_or_default()))
+    let workers = server.config_mut().workers;
+    let store_config = match StoreConfig::from_env(&cli.data_dir, workers) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("peregrine-tfb: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(database = %store_config.describe(), "preparing database");
+    if let Err(e) = prepare_database(&store_config) {
+        eprintln!("peregrine-tfb: {e}");
+        return ExitCode::FAILURE;
+    }
+    tracing::info!(addr = %cli.addr, workers, "peregrine-tfb listening");
+    let result = server.serve(cli.addr, move |worker| {
+        let store = store_config.build(worker.index);
+        async move {
+            let store = store?;
+            Ok::<_, peregrine::db::Error>(build_router(Rc::new(dataset::load().unwrap_or_default()), store))
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

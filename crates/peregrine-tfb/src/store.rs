@@ -177,11 +177,7 @@ impl StoreConfig {
                     fortunes: pool.statement(PG_SELECT_FORTUNES),
                     update: pool.statement(PG_UPDATE_WORLDS),
                 };
-                BackendConfig::Pg {
-                    pool,
-                    statements,
-                    total_connections,
-                }
+                BackendConfig::Pg { pool, statements, total_connections }
             }
             Some(url) => match url.strip_prefix("sqlite://") {
                 Some(path) if !path.is_empty() => {
@@ -196,11 +192,7 @@ impl StoreConfig {
     /// A short description for the startup log (no password).
     pub fn describe(&self) -> String {
         match &self.backend {
-            BackendConfig::Pg {
-                pool,
-                total_connections,
-                ..
-            } => {
+            BackendConfig::Pg { pool, total_connections, .. } => {
                 let host = pool.url.rsplit('@').next().unwrap_or_default();
                 format!("PostgreSQL at {host}, {total_connections} connections in total")
             }
@@ -211,8 +203,7 @@ impl StoreConfig {
     /// PostgreSQL connections worker `worker` keeps: an even share of the
     /// total, the remainder going to the first workers, at least one.
     fn connections_for(&self, worker: usize, total: usize) -> usize {
-        let share =
-            total / self.workers + usize::from(worker % self.workers < total % self.workers);
+        let share = total / self.workers + usize::from(worker % self.workers < total % self.workers);
         share.max(1)
     }
 
@@ -222,30 +213,21 @@ impl StoreConfig {
     pub fn build(&self, worker: usize) -> Result<Store, Error> {
         let rng = Rc::new(RefCell::new(SmallRng::from_entropy()));
         match &self.backend {
-            BackendConfig::Pg {
-                pool,
-                statements,
-                total_connections,
-            } => {
+            BackendConfig::Pg { pool, statements, total_connections } => {
                 let config = PgConfig {
                     connections: self.connections_for(worker, *total_connections),
                     ..pool.clone()
                 };
-                Ok(Store::Pg(PgStore {
-                    pool: PgPool::new(config)?,
-                    statements: *statements,
-                    config: Rc::new(pool.clone()),
-                    rng,
-                }))
+                Ok(Store::Pg(PgStore { pool: PgPool::new(config)?, statements: *statements, rng }))
             }
-            BackendConfig::Sqlite(pool) => Ok(Store::Sqlite(SqliteStore {
-                pool: pool.clone(),
-                rng,
-            })),
+            BackendConfig::Sqlite(pool) => Ok(Store::Sqlite(SqliteStore { pool: pool.clone(), rng })),
         }
     }
 
-    /// Creates and seeds the tables if needed; see [`Store::ensure_schema`].
+    /// Creates `world` and `fortune` if missing and fills in any missing
+    /// rows (10,000 Worlds with random numbers, the 12 fortunes). Existing
+    /// rows are left alone, so running it twice, or from two processes at
+    /// once, is safe. Meant to run once at startup, before serving.
     /// Needs no worker store, so startup can run it before any worker
     /// connects (inside a `LocalSet` for PostgreSQL).
     pub async fn ensure_schema(&self) -> Result<(), Error> {
@@ -258,10 +240,7 @@ impl StoreConfig {
 }
 
 fn open_sqlite(path: PathBuf, workers: usize) -> Result<SqlitePool, ConfigError> {
-    let config = SqliteConfig {
-        threads: workers.clamp(2, 8),
-        ..SqliteConfig::new(path)
-    };
+    let config = SqliteConfig { threads: workers.clamp(2, 8), ..SqliteConfig::new(path) };
     SqlitePool::open(config).map_err(ConfigError::Db)
 }
 
@@ -277,8 +256,6 @@ pub enum Store {
 pub struct PgStore {
     pool: PgPool,
     statements: PgStatements,
-    /// For schema setup, which runs on its own connection.
-    config: Rc<PgConfig>,
     rng: Rc<RefCell<SmallRng>>,
 }
 
@@ -302,42 +279,12 @@ impl Store {
         self.rng().borrow_mut().gen_range(1..=WORLD_ROWS)
     }
 
-    /// Creates `world` and `fortune` if missing and fills in any missing
-    /// rows (10,000 Worlds with random numbers, the 12 fortunes). Existing
-    /// rows are left alone, so running it twice, or from two processes at
-    /// once, is safe. Meant to run once at startup, before serving.
-    pub async fn ensure_schema(&self) -> Result<(), Error> {
-        match self {
-            Store::Pg(s) => {
-                let seeded = {
-                    let mut rng = SmallRng::from_rng(&mut *s.rng.borrow_mut())
-                        .map_err(|e| Error::Query(format!("random generator: {e}")))?;
-                    pg_ensure_schema(&s.config, &mut rng).await
-                };
-                // Slots that failed to prepare against missing tables are
-                // backing off; let them connect now.
-                s.pool.retry_now();
-                seeded
-            }
-            Store::Sqlite(s) => {
-                let mut rng = SmallRng::from_rng(&mut *s.rng.borrow_mut())
-                    .map_err(|e| Error::Query(format!("random generator: {e}")))?;
-                sqlite_ensure_schema(&s.pool, &mut rng).await
-            }
-        }
-    }
-
     /// The World row `id`.
     pub async fn world(&self, id: i32) -> Result<World, Error> {
         match self {
             Store::Pg(s) => pg_world(&s.pool.get()?, s.statements.world, id).await,
             Store::Sqlite(s) => {
-                s.pool
-                    .run(move |c| {
-                        c.prepare_cached(SQLITE_SELECT_WORLD)?
-                            .query_row([id], world_row)
-                    })
-                    .await
+                s.pool.run(move |c| c.prepare_cached(SQLITE_SELECT_WORLD)?.query_row([id], world_row)).await
             }
         }
     }
@@ -359,25 +306,14 @@ impl Store {
         match self {
             Store::Pg(s) => {
                 let rows = s.pool.query(s.statements.fortunes, &[]).await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(Fortune {
-                            id: row.try_get(0)?,
-                            message: row.try_get(1)?,
-                        })
-                    })
-                    .collect()
+                rows.iter().map(|row| Ok(Fortune { id: row.try_get(0)?, message: row.try_get(1)? })).collect()
             }
             Store::Sqlite(s) => {
                 s.pool
                     .run(|c| {
                         let mut stmt = c.prepare_cached(SQLITE_SELECT_FORTUNES)?;
-                        let rows = stmt.query_map([], |r| {
-                            Ok(Fortune {
-                                id: r.get(0)?,
-                                message: r.get(1)?,
-                            })
-                        })?;
+                        let rows =
+                            stmt.query_map([], |r| Ok(Fortune { id: r.get(0)?, message: r.get(1)? }))?;
                         rows.collect()
                     })
                     .await
@@ -400,8 +336,7 @@ impl Store {
                 };
                 let (change_ids, values): (Vec<i32>, Vec<i32>) =
                     changes.iter().map(|w| (w.id, w.random_number)).unzip();
-                conn.execute(s.statements.update, &[&change_ids, &values])
-                    .await?;
+                conn.execute(s.statements.update, &[&change_ids, &values]).await?;
                 Ok(stored_per_request(ids, &changes))
             }
             Store::Sqlite(s) => {
@@ -412,8 +347,7 @@ impl Store {
                         // IMMEDIATE takes the write lock up front: a deferred
                         // transaction that reads and then writes can fail
                         // with SQLITE_BUSY at once instead of waiting.
-                        let tx =
-                            c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                         let read = sqlite_worlds(&tx, &ids)?;
                         let changes = new_values(read, &mut SmallRng::seed_from_u64(seed));
                         {
@@ -447,22 +381,12 @@ fn new_values(mut read: Vec<World>, rng: &mut SmallRng) -> Vec<World> {
 
 /// The response rows: per requested id (repeats included) the value stored.
 fn stored_per_request(ids: &[i32], changes: &[World]) -> Vec<World> {
-    ids.iter()
-        .filter_map(|id| {
-            changes
-                .binary_search_by_key(id, |w| w.id)
-                .ok()
-                .map(|i| changes[i])
-        })
-        .collect()
+    ids.iter().filter_map(|id| changes.binary_search_by_key(id, |w| w.id).ok().map(|i| changes[i])).collect()
 }
 
 async fn pg_world(conn: &PgConn, stmt: StatementId, id: i32) -> Result<World, Error> {
     let row = conn.query_one(stmt, &[&id]).await?;
-    Ok(World {
-        id: row.try_get(0)?,
-        random_number: row.try_get(1)?,
-    })
+    Ok(World { id: row.try_get(0)?, random_number: row.try_get(1)? })
 }
 
 /// Every read is created before any is awaited, so tokio-postgres sends
@@ -472,17 +396,12 @@ async fn pg_worlds(conn: &PgConn, stmt: StatementId, ids: &[i32]) -> Result<Vec<
 }
 
 fn world_row(row: &rusqlite::Row<'_>) -> Result<World, rusqlite::Error> {
-    Ok(World {
-        id: row.get(0)?,
-        random_number: row.get(1)?,
-    })
+    Ok(World { id: row.get(0)?, random_number: row.get(1)? })
 }
 
 fn sqlite_worlds(c: &rusqlite::Connection, ids: &[i32]) -> Result<Vec<World>, rusqlite::Error> {
     let mut stmt = c.prepare_cached(SQLITE_SELECT_WORLD)?;
-    ids.iter()
-        .map(|&id| stmt.query_row([id], world_row))
-        .collect()
+    ids.iter().map(|&id| stmt.query_row([id], world_row)).collect()
 }
 
 /// The seed fortunes parsed from the embedded TSV (header `id\tmessage`).
@@ -492,41 +411,28 @@ fn seed_fortunes() -> Vec<Fortune> {
         .skip(1)
         .filter_map(|line| {
             let (id, message) = line.trim_end_matches('\r').split_once('\t')?;
-            Some(Fortune {
-                id: id.trim().parse().ok()?,
-                message: message.to_string(),
-            })
+            Some(Fortune { id: id.trim().parse().ok()?, message: message.to_string() })
         })
         .collect()
 }
 
 fn seed_worlds(rng: &mut SmallRng) -> (Vec<i32>, Vec<i32>) {
-    (1..=WORLD_ROWS)
-        .map(|id| (id, rng.gen_range(1..=WORLD_ROWS)))
-        .unzip()
+    (1..=WORLD_ROWS).map(|id| (id, rng.gen_range(1..=WORLD_ROWS))).unzip()
 }
 
 /// Runs on a private, statement-less connection: the worker pools prepare
 /// statements against these tables, so they cannot connect before the
 /// tables exist.
 async fn pg_ensure_schema(base: &PgConfig, rng: &mut SmallRng) -> Result<(), Error> {
-    let config = PgConfig {
-        connections: 1,
-        timeout: SCHEMA_TIMEOUT,
-        statements: Vec::new(),
-        ..base.clone()
-    };
+    let config = PgConfig { connections: 1, timeout: SCHEMA_TIMEOUT, statements: Vec::new(), ..base.clone() };
     let pool = PgPool::new(config)?;
     pool.ready(STARTUP_WAIT).await?;
     let conn = pool.get()?;
-    conn.batch_execute(&format!("SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})"))
-        .await?;
+    conn.batch_execute(&format!("SELECT pg_advisory_lock({SCHEMA_LOCK_KEY})")).await?;
     let result = pg_create_and_seed(&conn, rng).await;
     // Closing the connection (pool drop) would release the lock too; this
     // just releases it sooner.
-    let unlocked = conn
-        .batch_execute(&format!("SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})"))
-        .await;
+    let unlocked = conn.batch_execute(&format!("SELECT pg_advisory_unlock({SCHEMA_LOCK_KEY})")).await;
     result.and(unlocked)
 }
 
@@ -543,10 +449,7 @@ async fn pg_create_and_seed(conn: &PgConn, rng: &mut SmallRng) -> Result<(), Err
     )
     .await?;
     let client = conn.client();
-    let worlds: i64 = conn
-        .timed(client.query_one("SELECT count(*) FROM world", &[]))
-        .await?
-        .try_get(0)?;
+    let worlds: i64 = conn.timed(client.query_one("SELECT count(*) FROM world", &[])).await?.try_get(0)?;
     if worlds < i64::from(WORLD_ROWS) {
         let (ids, values) = seed_worlds(rng);
         let inserted = conn
@@ -558,14 +461,11 @@ async fn pg_create_and_seed(conn: &PgConn, rng: &mut SmallRng) -> Result<(), Err
             .await?;
         tracing::info!(inserted, "seeded the world table");
     }
-    let fortunes: i64 = conn
-        .timed(client.query_one("SELECT count(*) FROM fortune", &[]))
-        .await?
-        .try_get(0)?;
+    let fortunes: i64 =
+        conn.timed(client.query_one("SELECT count(*) FROM fortune", &[])).await?.try_get(0)?;
     let seed = seed_fortunes();
     if fortunes < seed.len() as i64 {
-        let (ids, messages): (Vec<i32>, Vec<String>) =
-            seed.into_iter().map(|f| (f.id, f.message)).unzip();
+        let (ids, messages): (Vec<i32>, Vec<String>) = seed.into_iter().map(|f| (f.id, f.message)).unzip();
         let inserted = conn
             .timed(client.execute(
                 "INSERT INTO fortune (id, message) \
@@ -597,16 +497,14 @@ async fn sqlite_ensure_schema(pool: &SqlitePool, rng: &mut SmallRng) -> Result<(
         )?;
         let worlds: i64 = tx.query_row("SELECT count(*) FROM world", [], |r| r.get(0))?;
         if worlds < i64::from(WORLD_ROWS) {
-            let mut insert =
-                tx.prepare("INSERT OR IGNORE INTO world (id, randomnumber) VALUES (?1, ?2)")?;
+            let mut insert = tx.prepare("INSERT OR IGNORE INTO world (id, randomnumber) VALUES (?1, ?2)")?;
             for (id, value) in ids.iter().zip(&values) {
                 insert.execute([id, value])?;
             }
         }
         let count: i64 = tx.query_row("SELECT count(*) FROM fortune", [], |r| r.get(0))?;
         if count < fortunes.len() as i64 {
-            let mut insert =
-                tx.prepare("INSERT OR IGNORE INTO fortune (id, message) VALUES (?1, ?2)")?;
+            let mut insert = tx.prepare("INSERT OR IGNORE INTO fortune (id, message) VALUES (?1, ?2)")?;
             for f in &fortunes {
                 insert.execute((f.id, &f.message))?;
             }
@@ -623,10 +521,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn run_local<F: Future<Output = ()>>(f: F) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         tokio::task::LocalSet::new().block_on(&runtime, f);
     }
 
@@ -635,11 +530,7 @@ mod tests {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../target/test-scratch/tfb-store")
-            .join(format!(
-                "{name}-{}-{}",
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            ));
+            .join(format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
@@ -656,11 +547,7 @@ mod tests {
 
     #[test]
     fn world_serializes_with_tfb_names() {
-        let json = serde_json::to_string(&World {
-            id: 7,
-            random_number: 4242,
-        })
-        .expect("serialize");
+        let json = serde_json::to_string(&World { id: 7, random_number: 4242 }).expect("serialize");
         assert_eq!(json, r#"{"id":7,"randomNumber":4242}"#);
     }
 
@@ -668,18 +555,9 @@ mod tests {
     fn new_values_dedupe_and_always_change() {
         let mut rng = SmallRng::seed_from_u64(1);
         let read = vec![
-            World {
-                id: 9,
-                random_number: 1,
-            },
-            World {
-                id: 3,
-                random_number: 5,
-            },
-            World {
-                id: 9,
-                random_number: 1,
-            },
+            World { id: 9, random_number: 1 },
+            World { id: 3, random_number: 5 },
+            World { id: 9, random_number: 1 },
         ];
         let changes = new_values(read, &mut rng);
         assert_eq!(changes.iter().map(|w| w.id).collect::<Vec<_>>(), [3, 9]);
@@ -693,11 +571,7 @@ mod tests {
     fn config_selects_backend_from_url() {
         let dir = scratch("config");
         let default = StoreConfig::from_values(None, None, &dir, 4).expect("default");
-        assert!(
-            default.describe().ends_with("peregrine.db"),
-            "{}",
-            default.describe()
-        );
+        assert!(default.describe().ends_with("peregrine.db"), "{}", default.describe());
         let empty = StoreConfig::from_values(Some(""), None, &dir, 4).expect("empty url");
         assert!(matches!(empty.backend, BackendConfig::Sqlite(_)));
 
@@ -710,9 +584,7 @@ mod tests {
         let config = StoreConfig::from_values(Some(pg), None, &dir, 3).expect("pg");
         assert!(!config.describe().contains("secret"));
         match &config.backend {
-            BackendConfig::Pg {
-                total_connections, ..
-            } => assert_eq!(*total_connections, 6),
+            BackendConfig::Pg { total_connections, .. } => assert_eq!(*total_connections, 6),
             BackendConfig::Sqlite(_) => panic!("expected PostgreSQL"),
         }
         let config = StoreConfig::from_values(Some(pg), Some("7"), &dir, 3).expect("pg");
@@ -766,11 +638,7 @@ mod tests {
         assert_eq!(updated[0], updated[2]);
         assert_eq!(updated[0], updated[4]);
         for (old, new) in before.iter().zip(&updated) {
-            assert_ne!(
-                old.random_number, new.random_number,
-                "row {} unchanged",
-                old.id
-            );
+            assert_ne!(old.random_number, new.random_number, "row {} unchanged", old.id);
             assert!((1..=WORLD_ROWS).contains(&new.random_number));
         }
         let after = store.worlds(&ids).await.expect("after");
@@ -790,12 +658,11 @@ mod tests {
             let dir = scratch("sqlite");
             let config = StoreConfig::from_values(None, None, &dir, 2).expect("config");
             // Two racing setups, then a third: all succeed, nothing doubles.
-            let (a, b) =
-                futures_util::future::join(config.ensure_schema(), config.ensure_schema()).await;
+            let (a, b) = futures_util::future::join(config.ensure_schema(), config.ensure_schema()).await;
             a.expect("first schema run");
             b.expect("second schema run");
             let store = config.build(0).expect("store");
-            store.ensure_schema().await.expect("third schema run");
+            config.ensure_schema().await.expect("third schema run");
             let counts: (i64, i64) = match &store {
                 Store::Sqlite(s) => s
                     .pool
@@ -841,14 +708,11 @@ mod tests {
         run_local(async move {
             use peregrine::db::pg::tokio_postgres;
             let schema = format!("peregrine_store_test_{}", std::process::id());
-            let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .expect("admin connection");
+            let (admin, connection) =
+                tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("admin connection");
             tokio::task::spawn_local(connection);
             admin
-                .batch_execute(&format!(
-                    "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-                ))
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"))
                 .await
                 .expect("test schema");
 
@@ -856,14 +720,13 @@ mod tests {
             // and seeds its own world and fortune tables there.
             let sep = if url.contains('?') { '&' } else { '?' };
             let scoped = format!("{url}{sep}options=-c%20search_path%3D{schema}");
-            let config = StoreConfig::from_values(Some(&scoped), Some("2"), Path::new("."), 1)
-                .expect("config");
-            let (a, b) =
-                futures_util::future::join(config.ensure_schema(), config.ensure_schema()).await;
+            let config =
+                StoreConfig::from_values(Some(&scoped), Some("2"), Path::new("."), 1).expect("config");
+            let (a, b) = futures_util::future::join(config.ensure_schema(), config.ensure_schema()).await;
             a.expect("first schema run");
             b.expect("second schema run");
             let store = config.build(0).expect("store");
-            store.ensure_schema().await.expect("third schema run");
+            config.ensure_schema().await.expect("third schema run");
             match &store {
                 Store::Pg(s) => s.pool.ready(Duration::from_secs(5)).await.expect("ready"),
                 Store::Sqlite(_) => panic!("expected PostgreSQL"),
@@ -878,15 +741,9 @@ mod tests {
                 )
                 .await
                 .expect("counts");
-            assert_eq!(
-                (counts.get::<_, i64>(0), counts.get::<_, i64>(1)),
-                (10_000, 12)
-            );
+            assert_eq!((counts.get::<_, i64>(0), counts.get::<_, i64>(1)), (10_000, 12));
             exercise(&store).await;
-            admin
-                .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-                .await
-                .expect("drop test schema");
+            admin.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.expect("drop test schema");
         });
     }
 }

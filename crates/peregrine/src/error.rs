@@ -88,3 +88,17 @@ impl IntoResponse for Error {
         let _ = w.write_with(self.status, JSON, [], self.message.len() + 12, |out| self.write_body(out));
     }
 }
+
+/// Database failures answer `503` when the database is unavailable or slow
+/// (retrying can succeed) and `500` otherwise. Query details go to the log,
+/// not to the client.
+impl From<crate::db::Error> for Error {
+    fn from(e: crate::db::Error) -> Error {
+        if e.is_transient() {
+            Error::unavailable(e.to_string())
+        } else {
+            tracing::error!(error = %e, "database error");
+            Error::internal("database error")
+        }
+    }
+}

@@ -36,6 +36,7 @@
 //! - [`cache`]: a bounded per-worker cache with expiry.
 
 pub mod body;
+pub mod cache;
 pub mod config;
 pub mod db;
 pub mod error;
@@ -55,4 +56,4 @@ pub use http::{Method, StatusCode, Version};
 pub use request::Request;
 pub use response::{Content, Html, IntoResponse, Json, Response};
 pub use router::Router;
-pub use server::{Server, ServerHandle, WorkerInfo};
+pub use server::{IntoApp, Server, ServerHandle, WorkerInfo};

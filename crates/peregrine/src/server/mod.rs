@@ -32,6 +32,25 @@ pub struct WorkerInfo {
     pub count: usize,
 }
 
+/// What an app factory may produce for a worker: a [`Router`], or a
+/// `Result` whose error stops the server's start with that message.
+pub trait IntoApp<S> {
+    /// The router, or why the worker cannot serve.
+    fn into_app(self) -> Result<Router<S>, String>;
+}
+
+impl<S> IntoApp<S> for Router<S> {
+    fn into_app(self) -> Result<Router<S>, String> {
+        Ok(self)
+    }
+}
+
+impl<S, E: std::fmt::Display> IntoApp<S> for Result<Router<S>, E> {
+    fn into_app(self) -> Result<Router<S>, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
 /// A configured server, ready to bind and run.
 #[derive(Clone, Debug, Default)]
 pub struct Server {
@@ -67,7 +86,8 @@ impl Server {
     pub fn serve<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<()>
     where
         F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Router<S>> + 'static,
+        Fut: Future + 'static,
+        Fut::Output: IntoApp<S>,
         S: 'static,
     {
         let handle = self.spawn(addr, app)?;
@@ -82,7 +102,8 @@ impl Server {
     pub fn spawn<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<ServerHandle>
     where
         F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Router<S>> + 'static,
+        Fut: Future + 'static,
+        Fut::Output: IntoApp<S>,
         S: 'static,
     {
         let addr = addr
@@ -136,7 +157,13 @@ impl Server {
                                 return;
                             }
                         };
-                        let router = app(WorkerInfo { index, count }).await;
+                        let router = match app(WorkerInfo { index, count }).await.into_app() {
+                            Ok(router) => router,
+                            Err(why) => {
+                                let _ = ready.send(Err(io::Error::other(format!("worker {index}: {why}"))));
+                                return;
+                            }
+                        };
                         let _ = ready.send(Ok(()));
                         drop(ready);
                         worker::run(listener, config, router, shutdown).await;
