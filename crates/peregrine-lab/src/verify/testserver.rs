@@ -115,7 +115,10 @@ enum Failure {
 
 fn serve(mut s: TcpStream, f: Faults, db: Option<&DbPool>) {
     let _ = s.set_nodelay(true);
-    let seed = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+    // Seeded from the clock as well, so separate test runs draw different
+    // ids and values (a rerun must still change the stored rows).
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let seed = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) ^ nanos;
     let mut rng = Rng(seed | 1);
     let mut buf = Vec::new();
     loop {
