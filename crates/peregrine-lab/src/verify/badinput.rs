@@ -206,7 +206,7 @@ pub fn slow(ctx: &Ctx, rep: &mut Reporter) {
     let target = &ctx.target;
     let (slow, idle, meanwhile) = thread::scope(|s| {
         let slow = s.spawn(|| slow_headers(target, path, limit));
-        let idle = s.spawn(|| idle_client(target, limit));
+        let idle = s.spawn(|| idle_client(target, ctx.idle_timeout));
         // Two seconds in, both are parked on the server; a fresh client
         // must still be answered promptly.
         thread::sleep(Duration::from_secs(2));
@@ -224,10 +224,10 @@ pub fn slow(ctx: &Ctx, rep: &mut Reporter) {
         };
         (join(slow), join(idle), meanwhile)
     });
-    let secs = limit.as_secs();
+    let (slow_secs, idle_secs) = (limit.as_secs(), ctx.idle_timeout.as_secs());
     for (name, result) in [
-        (format!("slow client (one header byte per second) disconnected within {secs} s"), slow),
-        (format!("idle client disconnected within {secs} s"), idle),
+        (format!("slow client (one header byte per second) disconnected within {slow_secs} s"), slow),
+        (format!("idle client disconnected within {idle_secs} s"), idle),
     ] {
         match result {
             Ok(after) => rep.pass(&format!("{name} (after {:.1} s)", after.as_secs_f32())),
@@ -273,7 +273,7 @@ fn idle_client(target: &Target, limit: Duration) -> Result<Duration, String> {
         let left = limit.saturating_sub(start.elapsed());
         if left.is_zero() {
             return Err(format!(
-                "expected a disconnect within {} s, got still connected (raise --slow-timeout if the server's idle timeout is deliberately longer)",
+                "expected a disconnect within {} s, got still connected (raise --idle-timeout if the server's is deliberately longer)",
                 limit.as_secs()
             ));
         }

@@ -555,6 +555,7 @@ mod tests {
             routes: Routes::default(),
             close_wait: Duration::from_millis(500),
             slow_timeout: HEAD_TIMEOUT * 2,
+            idle_timeout: HEAD_TIMEOUT * 2,
             concurrency: 64,
         }
     }
