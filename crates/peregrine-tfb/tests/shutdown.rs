@@ -1,0 +1,150 @@
+//! The real `peregrine-tfb` process shuts down gracefully on SIGTERM: a
+//! request in flight when the signal arrives still gets its complete
+//! response, and the process exits with status 0 within 5 s.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_peregrine-tfb");
+
+fn free_port() -> u16 {
+    // Bind port 0 and release it; a race with another process grabbing it
+    // in between is possible but shows up as a clear start-up failure.
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Collects the child's stderr on a thread (so its pipe never fills), for
+/// failure messages.
+fn capture(child: &mut Child) -> Arc<Mutex<String>> {
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let sink = Arc::clone(&log);
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    log
+}
+
+fn connect_when_up(child: &mut Child, addr: &str, log: &Mutex<String>) -> TcpStream {
+    // Generous: the first start creates and seeds the embedded database.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(stream) = TcpStream::connect(addr) {
+            return stream;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("peregrine-tfb exited during start-up with {status}:\n{}", log.lock().unwrap());
+        }
+        assert!(Instant::now() < deadline, "peregrine-tfb never listened:\n{}", log.lock().unwrap());
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads one response with a `Content-Length` body; returns (head, body).
+fn read_response(stream: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut tmp).expect("read response");
+        assert!(n > 0, "connection closed before a response: {:?}", String::from_utf8_lossy(&buf));
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8(buf[..head_end].to_vec()).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap_or_else(|| panic!("no Content-Length in {head:?}"))
+        .parse()
+        .unwrap();
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut tmp).expect("read body");
+        assert!(n > 0, "connection closed mid-body");
+        body.extend_from_slice(&tmp[..n]);
+    }
+    assert_eq!(body.len(), length, "bytes beyond Content-Length");
+    (head, body)
+}
+
+#[test]
+fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--addr", &addr, "--workers", "2"])
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // Keep the embedded database out of the source tree.
+    let help = Command::new(BIN).arg("--help").output().expect("run peregrine-tfb --help");
+    if String::from_utf8_lossy(&help.stdout).contains("--data-dir") {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tfb-shutdown-data");
+        cmd.arg("--data-dir").arg(dir);
+    }
+    let mut child = cmd.spawn().expect("start peregrine-tfb");
+    let log = capture(&mut child);
+
+    let mut stream = connect_when_up(&mut child, &addr, &log);
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.set_nodelay(true).unwrap();
+
+    // The server answers normally first.
+    stream.write_all(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let (head, body) = read_response(&mut stream);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(body, b"Hello, World!");
+
+    // An upload is in flight (half its body sent) when SIGTERM arrives;
+    // the rest follows after the signal.
+    const LEN: usize = 200_000;
+    stream
+        .write_all(format!("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {LEN}\r\n\r\n").as_bytes())
+        .unwrap();
+    stream.write_all(&[b'a'; LEN / 2]).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: plain kill(2) on our own child, which has not been reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill failed");
+    let signalled = Instant::now();
+    thread::sleep(Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the process exited with a request in flight:\n{}",
+        log.lock().unwrap()
+    );
+    stream.write_all(&[b'b'; LEN - LEN / 2]).unwrap();
+
+    let (head, body) = read_response(&mut stream);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(body, LEN.to_string().as_bytes(), "upload counted exactly");
+
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("peregrine-tfb still running 5 s after SIGTERM:\n{}", log.lock().unwrap());
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status} after SIGTERM:\n{}", log.lock().unwrap());
+    assert_eq!(status.code(), Some(0));
+    // And it no longer listens.
+    assert!(TcpStream::connect(&addr).is_err(), "still accepting after exit");
+}

@@ -1,0 +1,272 @@
+//! Shared by the integration tests: a test server and a raw-TCP HTTP/1.1
+//! client that checks every response it reads for well-formedness.
+//!
+//! The client is deliberately hand-written over `std::net::TcpStream`: an
+//! HTTP client crate would normalise exactly the things these tests exist to
+//! check (framing, `Content-Length`, interim responses, closes).
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant, SystemTime};
+
+use peregrine::{Body, Config, Content, Json, Path, Router, Server, ServerHandle};
+use serde::Serialize;
+
+/// Longest a test waits for any single read before calling it a hang.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Serialize)]
+pub struct Message {
+    pub message: &'static str,
+}
+
+/// The routes the HTTP tests exercise: sync and async handlers, a buffered
+/// echo, a streamed byte counter and handlers that panic.
+pub fn test_router() -> Router {
+    Router::new()
+        .get("/plaintext", || Content("text/plain", "Hello, World!"))
+        .get("/json", || Json(Message { message: "Hello, World!" }))
+        // Sync, with a body that names the request, to check ordering.
+        .get("/id/{n}", |Path(n): Path<u32>| format!("id {n}"))
+        // Async: the connection waits while the worker serves others.
+        .get_async("/sleep/{ms}", |Path(ms): Path<u64>| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            format!("slept {ms}")
+        })
+        .post("/echo", |body: Vec<u8>| Content("application/octet-stream", body))
+        .post_stream("/upload", |body: Body| async move { body.count().await.map(|n| n.to_string()) })
+        .get("/panic", || -> &'static str { panic!("test handler panics on purpose") })
+        .get_async("/panic-async", || async {
+            // The branch keeps the future's output type `&str`.
+            if std::hint::black_box(true) {
+                panic!("async test handler panics on purpose");
+            }
+            "unreachable"
+        })
+}
+
+/// One worker, so every test also checks that connections sharing a worker
+/// do not disturb each other.
+pub fn config() -> Config {
+    Config { workers: 1, ..Config::default() }
+}
+
+pub fn start(config: Config) -> ServerHandle {
+    Server::with_config(config)
+        .spawn("127.0.0.1:0", |_worker| async { test_router() })
+        .expect("test server starts")
+}
+
+/// `GET path` with a `Host` header.
+pub fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").into_bytes()
+}
+
+/// `POST path` with a `Content-Length` body.
+pub fn post(path: &str, body: &[u8]) -> Vec<u8> {
+    let mut req =
+        format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n", body.len())
+            .into_bytes();
+    req.extend_from_slice(body);
+    req
+}
+
+/// A parsed response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The value of the only header called `name`; panics if it repeats.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let mut found = self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name));
+        let first = found.next().map(|(_, v)| v.as_str());
+        assert!(found.next().is_none(), "header {name} appears more than once: {:?}", self.headers);
+        first
+    }
+
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.body).expect("body is UTF-8")
+    }
+
+    /// Whether the server announced it closes after this response.
+    pub fn says_close(&self) -> bool {
+        self.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+}
+
+/// A raw client connection. Bytes read past one response stay buffered for
+/// the next, which is what makes pipelining checkable.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect to test server");
+        // Small writes must leave at once so split requests really arrive
+        // split.
+        stream.set_nodelay(true).unwrap();
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write to test server");
+    }
+
+    /// Sends `req` and reads one response.
+    pub fn roundtrip(&mut self, req: &[u8]) -> Response {
+        self.send(req);
+        self.response()
+    }
+
+    /// Reads one complete response; panics on end-of-stream or malformed
+    /// output.
+    pub fn response(&mut self) -> Response {
+        self.read_response(false).expect("read response").expect("connection closed before a response")
+    }
+
+    /// Reads the response to a `HEAD` request: its `Content-Length`
+    /// describes a body that must not be sent.
+    pub fn head_response(&mut self) -> Response {
+        self.read_response(true).expect("read response").expect("connection closed before a response")
+    }
+
+    /// Reads one response. `Ok(None)` when the server closed the connection
+    /// cleanly before sending any byte of one. A response that is there but
+    /// malformed panics: that is always a test failure.
+    pub fn read_response(&mut self, head_only: bool) -> io::Result<Option<Response>> {
+        let head_end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if self.fill()? == 0 {
+                assert!(
+                    self.buf.is_empty(),
+                    "connection closed in the middle of a response head: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+                return Ok(None);
+            }
+        };
+        let head = std::str::from_utf8(&self.buf[..head_end - 4]).expect("response head is UTF-8").to_owned();
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap();
+        let mut parts = status_line.splitn(3, ' ');
+        assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {status_line:?}");
+        let code = parts.next().unwrap_or("");
+        assert!(code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit()), "status line {status_line:?}");
+        let status: u16 = code.parse().unwrap();
+        assert!(parts.next().is_some_and(|r| !r.is_empty()), "no reason phrase in {status_line:?}");
+        let mut headers = Vec::new();
+        for line in lines {
+            let (name, value) = line.split_once(": ").unwrap_or_else(|| panic!("bad header line {line:?}"));
+            assert!(is_token(name), "bad header name in {line:?}");
+            assert_eq!(value, value.trim(), "header value has stray whitespace: {line:?}");
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self.buf.drain(..head_end);
+        let mut response = Response { status, headers, body: Vec::new() };
+        if status < 200 {
+            // Interim responses (`100 Continue`) are a bare status line.
+            assert!(response.headers.is_empty(), "interim response with headers: {head:?}");
+            return Ok(Some(response));
+        }
+
+        // What every final response must carry (SPEC: Server, Date,
+        // Content-Type, Content-Length), each exactly once.
+        assert!(response.header("server").is_some(), "no Server header: {head:?}");
+        check_date(response.header("date").unwrap_or_else(|| panic!("no Date header: {head:?}")));
+        assert!(response.header("content-type").is_some(), "no Content-Type header: {head:?}");
+        assert!(response.header("transfer-encoding").is_none(), "unexpected Transfer-Encoding: {head:?}");
+        let length =
+            response.header("content-length").unwrap_or_else(|| panic!("no Content-Length: {head:?}"));
+        assert!(length.bytes().all(|b| b.is_ascii_digit()), "bad Content-Length in {head:?}");
+        let length: usize = length.parse().unwrap();
+
+        if !head_only {
+            while self.buf.len() < length {
+                if self.fill()? == 0 {
+                    panic!(
+                        "connection closed after {} of {length} body bytes; head {head:?}",
+                        self.buf.len()
+                    );
+                }
+            }
+            response.body = self.buf.drain(..length).collect();
+        }
+        // Whatever follows a response must be the next response: a wrong
+        // Content-Length would leave body bytes (or eat head bytes) here.
+        if !self.buf.is_empty() {
+            assert!(
+                self.buf.starts_with(b"HTTP/1.1 ") || b"HTTP/1.1 ".starts_with(&self.buf),
+                "bytes after a {length}-byte body are not a response: {:?}",
+                String::from_utf8_lossy(&self.buf[..self.buf.len().min(80)])
+            );
+        }
+        Ok(Some(response))
+    }
+
+    /// Asserts the server closes the connection (end-of-stream, or a reset)
+    /// within `within`, without sending anything more. Returns how long it
+    /// took.
+    pub fn expect_closed_within(&mut self, within: Duration) -> Duration {
+        assert!(
+            self.buf.is_empty(),
+            "unexpected bytes after the last response: {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
+        let start = Instant::now();
+        self.stream.set_read_timeout(Some(within)).unwrap();
+        let mut byte = [0u8; 1024];
+        let result = self.stream.read(&mut byte);
+        self.stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        match result {
+            Ok(0) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+            Ok(n) => {
+                panic!("expected the connection to close, got {:?}", String::from_utf8_lossy(&byte[..n]))
+            }
+            Err(e) => panic!("expected the connection to close within {within:?}, got {e}"),
+        }
+        start.elapsed()
+    }
+
+    pub fn expect_closed(&mut self) {
+        self.expect_closed_within(Duration::from_secs(3));
+    }
+
+    /// Reads more bytes into the buffer; 0 at end-of-stream.
+    fn fill(&mut self) -> io::Result<usize> {
+        let mut tmp = [0u8; 64 * 1024];
+        let n = self.stream.read(&mut tmp)?;
+        self.buf.extend_from_slice(&tmp[..n]);
+        Ok(n)
+    }
+}
+
+/// `Date` must be an IMF-fixdate of the current time (to the second; a few
+/// seconds of slack for a loaded machine).
+fn check_date(value: &str) {
+    let parsed = httpdate::parse_http_date(value).unwrap_or_else(|_| panic!("bad Date {value:?}"));
+    assert_eq!(httpdate::fmt_http_date(parsed), value, "Date is not in IMF-fixdate form");
+    let now = SystemTime::now();
+    let skew = now.duration_since(parsed).unwrap_or_else(|e| e.duration());
+    assert!(skew < Duration::from_secs(5), "Date {value:?} is {skew:?} away from now");
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
