@@ -89,8 +89,7 @@ impl BodyInner {
                     return Ok(0);
                 }
             }
-            let io_timeout = self.worker.config.io_timeout.as_secs().max(1);
-            self.timer.arm(Wait::Io, self.worker.now() + io_timeout);
+            self.timer.arm(Wait::Io, self.worker.deadline_after(self.worker.config.io_timeout));
             let spare = self.rbuf.spare(16 * 1024, 0);
             let read = self.stream.read(spare).await;
             self.timer.arm(Wait::Busy, u64::MAX);

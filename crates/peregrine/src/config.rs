@@ -26,6 +26,10 @@ pub struct Config {
     pub max_stream_body_bytes: u64,
     /// Time allowed from the first byte of a request head to its end; a
     /// slower client gets `408` and is disconnected.
+    ///
+    /// Timeouts are whole seconds, checked once a second without reading a
+    /// clock on the request path: each fires between its value and its
+    /// value plus three seconds, never early.
     pub header_timeout: Duration,
     /// Time a keep-alive connection may sit idle between requests.
     pub idle_timeout: Duration,

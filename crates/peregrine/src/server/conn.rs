@@ -67,8 +67,9 @@ struct Conn<S: 'static> {
     out: Vec<u8>,
     /// Decoded chunked bodies of buffered routes.
     body: Vec<u8>,
-    /// Worker-clock second when the current partial head started arriving.
-    head_started: Option<u64>,
+    /// Deadline for the current partial head, fixed when it started
+    /// arriving so a client dribbling bytes cannot extend it.
+    head_deadline: Option<u64>,
     /// `100 Continue` already sent for the current request.
     continue_sent: bool,
 }
@@ -89,7 +90,7 @@ pub(crate) async fn serve<S: 'static>(
         rbuf: ReadBuf::new(read_len),
         out: Vec::with_capacity(read_len),
         body: Vec::new(),
-        head_started: None,
+        head_deadline: None,
         continue_sent: false,
     };
     loop {
@@ -195,7 +196,7 @@ impl<S: 'static> Conn<S> {
     /// Parses the next request in the buffer and answers it if it can be
     /// answered synchronously.
     fn step(&mut self) -> Step {
-        let Conn { worker, router, rbuf, out, body, head_started, continue_sent, .. } = self;
+        let Conn { worker, router, rbuf, out, body, head_deadline, continue_sent, .. } = self;
         let data = rbuf.data();
         if data.is_empty() {
             return Step::Read { need: 0 };
@@ -205,7 +206,7 @@ impl<S: 'static> Conn<S> {
         let head = match parse_head(data, &mut slots, &worker.limits) {
             Ok(Some(head)) => head,
             Ok(None) => {
-                head_started.get_or_insert(worker.now());
+                head_deadline.get_or_insert_with(|| worker.deadline_after(worker.config.header_timeout));
                 return Step::Read { need: 0 };
             }
             Err(e) => {
@@ -235,7 +236,7 @@ impl<S: 'static> Conn<S> {
             let prepared = prepare(&req, router.state());
             let (framing, expect_continue, head_len) = (head.framing, head.expect_continue, head.len);
             rbuf.consume(head_len);
-            *head_started = None;
+            *head_deadline = None;
             return match prepared {
                 Ok(consumer) => Step::Stream { consumer, framing, expect_continue, reply },
                 Err(response) => {
@@ -358,7 +359,7 @@ impl<S: 'static> Conn<S> {
             }
         };
         rbuf.consume(total);
-        *head_started = None;
+        *head_deadline = None;
         *continue_sent = false;
         if body.capacity() > KEEP_OUT_CAPACITY {
             *body = Vec::new();
@@ -368,7 +369,11 @@ impl<S: 'static> Conn<S> {
 
     /// Writes the response of an async or streaming handler. Returns whether
     /// the connection stays open.
-    fn write_deferred(&mut self, response: Response, reply: ReplyMeta) -> bool {
+    fn write_deferred(&mut self, response: Response, mut reply: ReplyMeta) -> bool {
+        // The server may have begun shutting down while the handler ran.
+        if self.worker.shutting_down() {
+            reply.connection = ConnectionHeader::Close;
+        }
         let date = self.worker.date();
         response.write_to(&mut ResponseWriter::new(&mut self.out, &date, reply.connection, reply.head_only));
         reply.connection != ConnectionHeader::Close
@@ -379,7 +384,7 @@ impl<S: 'static> Conn<S> {
         if self.out.is_empty() {
             return Ok(());
         }
-        self.timer.arm(Wait::Io, self.worker.now() + secs(self.worker.config.io_timeout));
+        self.timer.arm(Wait::Io, self.worker.deadline_after(self.worker.config.io_timeout));
         let result = stream.write_all(&self.out).await;
         self.out.clear();
         if self.out.capacity() > KEEP_OUT_CAPACITY {
@@ -394,11 +399,11 @@ impl<S: 'static> Conn<S> {
         let worker = &self.worker;
         let (wait, deadline) = if self.rbuf.is_empty() {
             self.rbuf.shrink();
-            (Wait::Idle, worker.now() + secs(worker.config.idle_timeout))
-        } else if let Some(started) = self.head_started {
-            (Wait::Head, started + secs(worker.config.header_timeout))
+            (Wait::Idle, worker.deadline_after(worker.config.idle_timeout))
+        } else if let Some(deadline) = self.head_deadline {
+            (Wait::Head, deadline)
         } else {
-            (Wait::Io, worker.now() + secs(worker.config.io_timeout))
+            (Wait::Io, worker.deadline_after(worker.config.io_timeout))
         };
         self.timer.arm(wait, deadline);
         let spare = self.rbuf.spare(MIN_READ, need);
@@ -410,10 +415,6 @@ impl<S: 'static> Conn<S> {
             }
         }
     }
-}
-
-fn secs(d: std::time::Duration) -> u64 {
-    d.as_secs().max(1)
 }
 
 fn request<'r>(

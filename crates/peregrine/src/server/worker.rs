@@ -55,8 +55,9 @@ pub(crate) struct Worker {
     pub(crate) config: Config,
     pub(crate) limits: HeadLimits,
     date: Cell<DateBlock>,
-    started: Instant,
-    /// Seconds since `started`, advanced by the tick.
+    /// When the first tick ran; later ticks are counted from it.
+    first_tick: Cell<Option<Instant>>,
+    /// Ticks so far (one a second).
     clock: Cell<u64>,
     conns: RefCell<Slab<Rc<ConnTimer>>>,
     shutting_down: Cell<bool>,
@@ -68,7 +69,7 @@ impl Worker {
             limits: config.head_limits(),
             config,
             date: Cell::new(date_block(SystemTime::now())),
-            started: Instant::now(),
+            first_tick: Cell::new(None),
             clock: Cell::new(0),
             conns: RefCell::new(Slab::new()),
             shutting_down: Cell::new(false),
@@ -80,7 +81,19 @@ impl Worker {
         self.date.get()
     }
 
-    /// Coarse seconds since the worker started.
+    /// The deadline for something that may take `timeout` from now.
+    ///
+    /// The clock counts ticks, which come once a second. Armed between ticks
+    /// `k` and `k + 1`, a deadline of `k + t + 1` is swept at tick
+    /// `k + t + 1`: at least `t` seconds later and at most `t + 2`. That is
+    /// precise enough for timeouts of seconds and reads no clock on the
+    /// request path.
+    #[inline]
+    pub(crate) fn deadline_after(&self, timeout: std::time::Duration) -> u64 {
+        self.clock.get() + timeout.as_secs().max(1) + 1
+    }
+
+    /// Coarse seconds since the worker started (at the last tick).
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.clock.get()
@@ -108,12 +121,22 @@ impl Worker {
         self.conns.borrow().len()
     }
 
-    /// Refreshes the clock and the `Date` block, then drops connections past
-    /// their deadline (and, during shutdown, idle ones).
+    /// Refreshes the clock and the `Date` block, then sweeps.
     fn tick(&self) {
         self.date.set(date_block(SystemTime::now()));
-        // Round up so a deadline of `now + t` never fires early.
-        self.clock.set(self.started.elapsed().as_secs() + 1);
+        // Count ticks, catching up if the loop was too busy to tick on time:
+        // ticks land just after each wall-clock second, so rounding the time
+        // since the first one gives the number of seconds that passed.
+        let now = Instant::now();
+        let first = *self.first_tick.get().get_or_insert(now);
+        self.first_tick.set(Some(first));
+        let elapsed = (now - first).as_secs_f64().round() as u64;
+        self.clock.set((self.clock.get() + 1).max(elapsed + 1));
+        self.sweep();
+    }
+
+    /// Drops connections past their deadline and, during shutdown, idle ones.
+    fn sweep(&self) {
         let now = self.clock.get();
         let closing = self.shutting_down.get();
         for (_, timer) in self.conns.borrow().iter() {
@@ -200,7 +223,7 @@ pub(crate) async fn run<S: 'static>(
     worker.shutting_down.set(true);
     let deadline = Instant::now() + worker.config.shutdown_timeout;
     while worker.connection_count() > 0 && Instant::now() < deadline {
-        worker.tick();
+        worker.sweep();
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     ticker.abort();
@@ -217,7 +240,7 @@ fn accept<S: 'static>(stream: TcpStream, worker: &Rc<Worker>, router: &Rc<Router
         tracing::debug!(error = %e, "TCP_NODELAY failed");
     }
     let (key, timer) = worker.register(stream.as_raw_fd());
-    timer.arm(Wait::Idle, worker.now() + worker.config.idle_timeout.as_secs().max(1));
+    timer.arm(Wait::Idle, worker.deadline_after(worker.config.idle_timeout));
     let registration = Registration { worker: Rc::clone(worker), key };
     tokio::task::spawn_local(conn::serve(stream, Rc::clone(worker), Rc::clone(router), timer, registration));
 }
