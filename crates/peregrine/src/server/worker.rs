@@ -93,12 +93,6 @@ impl Worker {
         self.clock.get() + timeout.as_secs().max(1) + 1
     }
 
-    /// Coarse seconds since the worker started (at the last tick).
-    #[inline]
-    pub(crate) fn now(&self) -> u64 {
-        self.clock.get()
-    }
-
     #[inline]
     pub(crate) fn shutting_down(&self) -> bool {
         self.shutting_down.get()
