@@ -273,6 +273,9 @@ fn main() -> ExitCode {
         let store = store_config.build(worker.index);
         async move {
             let store = store?;
+            if let Err(e) = store.ready(Duration::from_secs(10)).await {
+                tracing::warn!(worker = worker.index, error = %e, "database not ready; serving 503 until it is");
+            }
             Ok::<_, peregrine::db::Error>(build_router(Rc::new(dataset::load().unwrap_or_default()), store))
         }
     });

@@ -274,6 +274,18 @@ impl Store {
         }
     }
 
+    /// Waits until the store can serve: for PostgreSQL, until one of this
+    /// worker's connections is up (at most `within`). A worker calls it
+    /// before accepting connections, so the first requests do not race the
+    /// pool's background connects; if the database is down it gives up and
+    /// requests are answered `503` until the pool reconnects.
+    pub async fn ready(&self, within: Duration) -> Result<(), Error> {
+        match self {
+            Store::Pg(s) => s.pool.ready(within).await,
+            Store::Sqlite(_) => Ok(()),
+        }
+    }
+
     /// A uniformly random World id (1..=10000) from this worker's generator.
     pub fn random_id(&self) -> i32 {
         self.rng().borrow_mut().gen_range(1..=WORLD_ROWS)
