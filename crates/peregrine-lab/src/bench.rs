@@ -1,35 +1,49 @@
 //! `peregrine-lab bench`: side-by-side benchmarks of the servers described in
 //! `lab/servers.toml`, driven by real `wrk`.
 //!
-//! This module owns the command line and the run plan. For each test, each
-//! round runs every selected server once, in turn (A, B, A, B, ...), so slow
-//! drift of the machine falls on all servers alike. Each run starts the
-//! server fresh, pinned to the server CPU, warms it up, then measures one wrk
-//! run pinned to the client CPU while reading the server's CPU time from
-//! `/proc`. The pieces live in submodules:
+//! This module owns the command line and the run plan. Each test runs at
+//! TechEmpower's load levels (see `levels`); at each level, each round runs
+//! every selected server once, in turn (A, B, A, B, ...), so slow drift of
+//! the machine falls on all servers alike. Each run starts the server fresh,
+//! pinned to the server CPU, warms it up, then measures one wrk run pinned to
+//! the client CPU while reading the server's CPU time from `/proc`. The
+//! pieces live in submodules:
 //!
 //! - `config`: the servers file;
+//! - `levels`: which connection counts and query counts each test runs at;
 //! - `server`: starting, probing and stopping server processes;
 //! - `wrk`: wrk command lines and output parsing;
 //! - `procfs`: CPU time and peak RSS from `/proc`;
 //! - `stats`: run records, medians, spreads and ratios;
-//! - `report`: progress lines, the Markdown report and the JSON document.
+//! - `composite`: the TFB-style weighted score;
+//! - `chart`: one SVG chart per test;
+//! - `progress`: the status line while running;
+//! - `report`: result lines, the Markdown report and the JSON document.
+//!
+//! `--report-from FILE` skips running: it reads a results file back and
+//! writes its report and charts again.
 
+mod chart;
+mod composite;
 mod config;
+mod levels;
 mod procfs;
+mod progress;
 mod report;
 mod server;
 mod stats;
 mod wrk;
 
 use config::ServerSpec;
+use levels::{Level, LevelOptions, TestLevels};
+use progress::{Progress, Step};
 use report::{Results, Settings};
 use server::RunningServer;
 use stats::{Measurement, RunRecord, Summary};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use wrk::WrkRun;
 
 #[derive(clap::Args, Debug)]
@@ -53,9 +67,10 @@ pub struct BenchArgs {
     /// [default: 2, or 1 with --quick].
     #[arg(long)]
     warmup: Option<u32>,
-    /// Open connections wrk keeps.
-    #[arg(long, default_value_t = 256)]
-    connections: u32,
+    /// Run the connection-level tests at N connections only (default: TFB's
+    /// levels), and the query-level tests at N connections (default 256).
+    #[arg(long, value_name = "N")]
+    connections: Option<u32>,
     /// CPU list the server is pinned to (taskset -c syntax).
     #[arg(long, default_value = "0")]
     server_cpu: String,
@@ -65,24 +80,39 @@ pub struct BenchArgs {
     /// Pipelined requests per write for the plaintext test; 1 disables.
     #[arg(long, default_value_t = 16)]
     pipeline: u32,
-    /// Count appended to paths ending in `=` (e.g. /queries?queries=).
-    #[arg(long, default_value_t = 20)]
-    queries: u32,
+    /// Run the query-level tests (queries, updates, cached) at this count
+    /// only, appended to paths ending in `=` (default: TFB's counts).
+    #[arg(long, value_name = "N")]
+    queries: Option<u32>,
     /// The server every other server is compared with.
     #[arg(long, default_value = "floor")]
     baseline: String,
     /// Where the JSON results go; the Markdown report is written beside it.
     #[arg(long, default_value = "target/lab/results.json")]
     out: PathBuf,
-    /// Short settings for a smoke run: 1 round, 2 s runs, 1 s warm-up.
+    /// Short settings for a smoke run: 1 round, 2 s runs, 1 s warm-up, one
+    /// level per test (256 connections, 20 queries, count 20).
     #[arg(long)]
     quick: bool,
     /// Skip the servers' build commands.
     #[arg(long)]
     no_build: bool,
+    /// Run nothing: read this results file and write its report and charts
+    /// again, beside it.
+    #[arg(long, value_name = "FILE")]
+    report_from: Option<PathBuf>,
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
+    if let Some(path) = &args.report_from {
+        return match rewrite_report(path) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match bench(args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
@@ -104,64 +134,113 @@ struct Plan {
     logs: PathBuf,
 }
 
+/// Reads a results file and writes its report and charts beside it. The
+/// composite is recomputed, so a file from before a scoring fix gets the
+/// current one.
+fn rewrite_report(path: &Path) -> Result<(), String> {
+    let mut results = report::read(path)?;
+    results.composite = composite::compute(&results.settings.servers, &results.summaries);
+    let written = report::write(path, &results, false)?;
+    for p in written {
+        println!("bench: wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// How many runs the plan makes: per test and level, a round of every
+/// server that has a path for the test.
+fn count_runs(plan: &Plan) -> usize {
+    let s = &plan.settings;
+    s.tests
+        .iter()
+        .map(|t| {
+            let servers = plan.servers.iter().filter(|spec| spec.paths.contains_key(&t.test)).count();
+            t.levels.len() * servers * s.rounds as usize
+        })
+        .sum()
+}
+
 /// Runs the whole bench. `Ok(false)` means it finished but some runs failed.
 fn bench(args: BenchArgs) -> Result<bool, String> {
     let plan = prepare(&args)?;
     let s = &plan.settings;
-    let runs_total = s.tests.len() * plan.servers.len() * s.rounds as usize;
+    let runs_total = count_runs(&plan);
     let secs_per_run = s.duration_secs + s.warmup_secs + 1;
+    let levels_total: usize = s.tests.iter().map(|t| t.levels.len()).sum();
     println!(
-        "bench: {} test(s) x {} server(s) x {} round(s) = {runs_total} runs, about {} s",
+        "bench: {} test(s), {levels_total} level(s), {} server(s), {} round(s): {runs_total} runs, about {}",
         s.tests.len(),
         plan.servers.len(),
         s.rounds,
-        runs_total as u32 * secs_per_run
+        progress::format_duration(Duration::from_secs(u64::from(secs_per_run) * runs_total as u64))
     );
+    for t in &s.tests {
+        for spec in plan.servers.iter().filter(|spec| !spec.paths.contains_key(&t.test)) {
+            println!("bench: {}: skipping `{}`: it has no path for this test", t.test, spec.name);
+        }
+    }
 
+    let mut progress = Progress::new(runs_total, Duration::from_secs(secs_per_run.into()));
     let mut runs = Vec::new();
-    for test in &s.tests {
-        for round in 1..=s.rounds {
-            for spec in &plan.servers {
-                let Some(path) = spec.paths.get(test) else {
-                    if round == 1 {
-                        println!(
-                            "{test:<10} skipping `{}`: it has no path for this test",
-                            spec.name
-                        );
-                    }
-                    continue;
-                };
-                let record = measure(&plan, spec, test, path, round)?;
-                println!("{}", report::progress_line(&record, s.rounds));
-                runs.push(record);
+    for t in &s.tests {
+        for level in &t.levels {
+            let label = t.label(level);
+            for round in 1..=s.rounds {
+                for spec in &plan.servers {
+                    let Some(path) = spec.paths.get(&t.test) else { continue };
+                    let step =
+                        Step { test: &t.test, level: &label, server: &spec.name, round, rounds: s.rounds };
+                    progress.start(&step);
+                    let record = match measure(&plan, spec, &t.test, *level, path, round) {
+                        Ok(record) => record,
+                        Err(e) => {
+                            progress.clear();
+                            return Err(e);
+                        }
+                    };
+                    let line = report::progress_line(&record, s.rounds, t);
+                    progress.finish(&line, report::short_result(&record), record.problem().is_some());
+                    runs.push(record);
+                }
             }
         }
     }
+    progress.clear();
 
-    let mut summaries: Vec<Summary> = Vec::new();
-    for test in &s.tests {
-        for spec in &plan.servers {
-            let mine: Vec<&RunRecord> = runs
-                .iter()
-                .filter(|r| &r.test == test && r.server == spec.name)
-                .collect();
-            if !mine.is_empty() {
-                summaries.push(stats::summarize(test, &spec.name, &mine));
-            }
-        }
-    }
-    stats::add_ratios(&mut summaries, &s.baseline);
-
+    let summaries = summarize_all(&plan, &runs);
     let all_measured = runs.iter().all(|r| r.failure.is_none());
     let results = Results {
+        composite: composite::compute(&s.servers, &summaries),
         settings: plan.settings,
         summaries,
         runs,
     };
-    let markdown = report::markdown(&results);
-    println!("\n{markdown}");
-    write_results(&args.out, &results, &markdown)?;
+    println!("\n{}", report::markdown(&results));
+    let written = report::write(&args.out, &results, true)?;
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    println!("bench: wrote {}", names.join(", "));
     Ok(all_measured)
+}
+
+/// One summary per (test, level, server) that ran, in run order, with
+/// ratios to the baseline.
+fn summarize_all(plan: &Plan, runs: &[RunRecord]) -> Vec<Summary> {
+    let mut summaries = Vec::new();
+    for t in &plan.settings.tests {
+        for level in &t.levels {
+            for spec in &plan.servers {
+                let mine: Vec<&RunRecord> = runs
+                    .iter()
+                    .filter(|r| r.test == t.test && r.level == *level && r.server == spec.name)
+                    .collect();
+                if !mine.is_empty() {
+                    summaries.push(stats::summarize(&t.test, *level, &spec.name, &mine));
+                }
+            }
+        }
+    }
+    stats::add_ratios(&mut summaries, &plan.settings.baseline);
+    summaries
 }
 
 /// Checks tools and arguments, loads and selects servers, runs the builds.
@@ -176,12 +255,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     let all = config::load(&args.servers).map_err(|e| e.to_string())?;
     let servers = select(all, &args.only)?;
 
-    let tests: Vec<String> = args
-        .tests
-        .iter()
-        .filter(|t| !t.is_empty())
-        .cloned()
-        .collect();
+    let tests: Vec<String> = args.tests.iter().filter(|t| !t.is_empty()).cloned().collect();
     if tests.is_empty() {
         return Err("--tests names no test".into());
     }
@@ -192,8 +266,8 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
             ));
         }
     }
-    if args.connections == 0 {
-        return Err("--connections must be at least 1".into());
+    if args.connections == Some(0) || args.queries == Some(0) {
+        return Err("--connections and --queries must be at least 1".into());
     }
     let (rounds, duration, warmup) = if args.quick { (1, 2, 1) } else { (3, 5, 2) };
     let rounds = args.rounds.unwrap_or(rounds);
@@ -202,16 +276,27 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         return Err("--rounds and --duration must be at least 1".into());
     }
     if !servers.iter().any(|s| s.name == args.baseline) {
-        println!(
-            "note: baseline `{}` is not among the servers run, so no ratios",
-            args.baseline
-        );
+        println!("note: baseline `{}` is not among the servers run, so no ratios", args.baseline);
     }
 
     // The Lua script ships beside the servers file: lab/wrk/pipeline.lua.
     let lab_dir = args.servers.parent().unwrap_or(Path::new("."));
     let pipeline_script = lab_dir.join("wrk").join("pipeline.lua");
-    if args.pipeline > 1 && tests.iter().any(|t| t == "plaintext") && !pipeline_script.is_file() {
+    let level_opts = LevelOptions {
+        quick: args.quick,
+        connections: args.connections,
+        queries: args.queries,
+        pipeline: args.pipeline.max(1),
+    };
+    let tests: Vec<TestLevels> = tests
+        .iter()
+        .map(|test| {
+            let counted = servers.iter().any(|s| s.paths.get(test).is_some_and(|p| p.ends_with('=')));
+            levels::plan(test, counted, &level_opts)
+        })
+        .collect();
+    let pipelined = tests.iter().flat_map(|t| &t.levels).any(|l| l.pipeline > 1);
+    if pipelined && !pipeline_script.is_file() {
         return Err(format!(
             "pipelined plaintext needs {} (or pass --pipeline 1)",
             pipeline_script.display()
@@ -222,6 +307,9 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     for spec in &servers {
         port_free(spec, &args.servers.display().to_string())?;
     }
+
+    let most_connections = tests.iter().flat_map(|t| &t.levels).map(|l| l.connections).max().unwrap_or(0);
+    raise_fd_limit(most_connections)?;
 
     let out_dir = args.out.parent().unwrap_or(Path::new("."));
     let logs = out_dir.join("logs");
@@ -238,24 +326,48 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         rounds,
         duration_secs,
         warmup_secs: args.warmup.unwrap_or(warmup),
-        connections: args.connections,
-        pipeline_depth: args.pipeline.max(1),
-        queries: args.queries,
         server_cpu: args.server_cpu.clone(),
         client_cpu: args.client_cpu.clone(),
         baseline: args.baseline.clone(),
         wrk_version: wrk::version().unwrap_or_else(|| "wrk (unknown version)".into()),
         clock_ticks_per_second: procfs::clock_ticks_per_second().map_err(|e| e.to_string())?,
-        started_unix_secs: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        started_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
-    Ok(Plan {
-        servers,
-        settings,
-        pipeline_script,
-        logs,
-    })
+    Ok(Plan { servers, settings, pipeline_script, logs })
+}
+
+/// Raises the soft open-files limit to the hard one when `connections`
+/// sockets (plus slack for the process's own files) would not fit. wrk and
+/// the servers inherit the limit, and wrk at 1024 connections needs more
+/// than the common default of 1024.
+fn raise_fd_limit(connections: u32) -> Result<(), String> {
+    let needed = libc::rlim_t::from(connections) + 128;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit into the valid struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(()); // Unknown limit: let wrk report it if it bites.
+    }
+    if limit.rlim_cur >= needed {
+        return Ok(());
+    }
+    if limit.rlim_max < needed {
+        return Err(format!(
+            "{connections} connections need about {needed} open files, but the hard limit is {}; \
+             raise it (ulimit -Hn) or pass a smaller --connections",
+            limit.rlim_max
+        ));
+    }
+    let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+    // SAFETY: setrlimit reads the valid struct passed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(format!(
+            "cannot raise the open-files limit from {} to {}: {}",
+            limit.rlim_cur,
+            limit.rlim_max,
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// Applies `--only`: those servers in that order, or all of them.
@@ -266,16 +378,10 @@ fn select(all: Vec<ServerSpec>, only: &[String]) -> Result<Vec<ServerSpec>, Stri
     }
     only.iter()
         .map(|name| {
-            all.iter()
-                .find(|s| &&s.name == name)
-                .cloned()
-                .ok_or_else(|| {
-                    let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-                    format!(
-                        "--only: no server named `{name}` (known: {})",
-                        known.join(", ")
-                    )
-                })
+            all.iter().find(|s| &&s.name == name).cloned().ok_or_else(|| {
+                let known: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+                format!("--only: no server named `{name}` (known: {})", known.join(", "))
+            })
         })
         .collect()
 }
@@ -295,28 +401,44 @@ fn run_builds(servers: &[ServerSpec]) -> Result<(), String> {
     Ok(())
 }
 
-/// One (test, server, round) run. Problems of the server under test become a
-/// failed record; problems that would spoil every run (port taken) are errors.
+/// One (test, level, server, round) run. Problems of the server under test
+/// become a failed record; problems that would spoil every run (port taken)
+/// are errors.
 fn measure(
     plan: &Plan,
     spec: &ServerSpec,
     test: &str,
+    level: Level,
     path: &str,
     round: u32,
 ) -> Result<RunRecord, String> {
     let addr = port_free(spec, &plan.settings.servers_file)?;
-    let outcome = measure_started(plan, spec, addr, test, path, round);
+    let outcome = measure_started(plan, spec, addr, test, level, path, round);
     let (measurement, failure) = match outcome {
         Ok(m) => (Some(m), None),
         Err(e) => (None, Some(e)),
     };
-    Ok(RunRecord {
-        test: test.to_string(),
-        server: spec.name.clone(),
-        round,
-        measurement,
-        failure,
-    })
+    Ok(RunRecord { test: test.to_string(), level, server: spec.name.clone(), round, measurement, failure })
+}
+
+/// The request path at `level`: the count appended to a path ending in `=`.
+fn level_path(path: &str, level: &Level) -> String {
+    match level.count {
+        Some(n) if path.ends_with('=') => format!("{path}{n}"),
+        _ => path.to_string(),
+    }
+}
+
+/// A log file name for one run, e.g. `json-c256-peregrine-r1.log`.
+fn log_name(test: &str, level: &Level, server: &str, round: u32) -> String {
+    let mut name = format!("{test}-c{}", level.connections);
+    if let Some(n) = level.count {
+        name.push_str(&format!("-n{n}"));
+    }
+    if level.pipeline > 1 {
+        name.push_str(&format!("-p{}", level.pipeline));
+    }
+    format!("{name}-{server}-r{round}.log")
 }
 
 /// Resolves the server's address and checks nothing listens there yet:
@@ -338,26 +460,22 @@ fn measure_started(
     spec: &ServerSpec,
     addr: SocketAddr,
     test: &str,
+    level: Level,
     path: &str,
     round: u32,
 ) -> Result<Measurement, String> {
     let s = &plan.settings;
-    let log = plan.logs.join(format!("{test}-{}-r{round}.log", spec.name));
+    let log = plan.logs.join(log_name(test, &level, &spec.name, round));
     let mut srv = RunningServer::start(spec, addr, &s.server_cpu, &log)?;
 
-    let path = if path.ends_with('=') {
-        format!("{path}{}", s.queries)
-    } else {
-        path.to_string()
-    };
-    let pipelined = test == "plaintext" && s.pipeline_depth > 1;
+    let pipelined = level.pipeline > 1;
     let mut load = WrkRun {
-        url: format!("http://{addr}{path}"),
+        url: format!("http://{addr}{}", level_path(path, &level)),
         test: test.to_string(),
-        connections: s.connections,
+        connections: level.connections,
         duration_secs: s.warmup_secs,
         cpu: s.client_cpu.clone(),
-        pipeline: pipelined.then(|| (plan.pipeline_script.clone(), s.pipeline_depth)),
+        pipeline: pipelined.then(|| (plan.pipeline_script.clone(), level.pipeline)),
     };
     if s.warmup_secs > 0 {
         load.run().map_err(|e| format!("warm-up: {e}"))?;
@@ -381,27 +499,7 @@ fn measure_started(
         eprintln!("warning: stopping `{}`: {e}", spec.name);
     }
     let ticks = after.total().saturating_sub(before.total());
-    Ok(Measurement::new(
-        report,
-        ticks,
-        s.clock_ticks_per_second,
-        rss,
-    ))
-}
-
-fn write_results(out: &Path, results: &Results, markdown: &str) -> Result<(), String> {
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    let json =
-        serde_json::to_string_pretty(results).map_err(|e| format!("encoding results: {e}"))?;
-    std::fs::write(out, json + "\n").map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-    let md_path = out.with_extension("md");
-    std::fs::write(&md_path, markdown)
-        .map_err(|e| format!("cannot write {}: {e}", md_path.display()))?;
-    println!("bench: wrote {} and {}", out.display(), md_path.display());
-    Ok(())
+    Ok(Measurement::new(report, ticks, s.clock_ticks_per_second, rss))
 }
 
 #[cfg(test)]
@@ -429,5 +527,45 @@ mod tests {
         assert_eq!(select(all.clone(), &[]).map(|v| v.len()), Ok(3));
         let err = select(all, &["zz".into()]).expect_err("unknown name");
         assert!(err.contains("zz") && err.contains("a, b, c"), "{err}");
+    }
+
+    #[test]
+    fn paths_and_log_names_carry_the_level() {
+        let q = Level { connections: 256, count: Some(15), pipeline: 1 };
+        assert_eq!(level_path("/queries?queries=", &q), "/queries?queries=15");
+        assert_eq!(level_path("/db", &q), "/db");
+        let c = Level { connections: 64, count: None, pipeline: 1 };
+        assert_eq!(level_path("/queries?queries=", &c), "/queries?queries=");
+        assert_eq!(log_name("queries", &q, "floor", 2), "queries-c256-n15-floor-r2.log");
+        let p = Level { connections: 1024, count: None, pipeline: 16 };
+        assert_eq!(log_name("plaintext", &p, "x", 1), "plaintext-c1024-p16-x-r1.log");
+    }
+
+    #[test]
+    fn counts_runs_per_level_and_server_with_a_path() {
+        let mut other = spec("b");
+        other.paths.insert("plaintext".into(), "/plaintext".into());
+        let opts = LevelOptions { pipeline: 16, ..LevelOptions::default() };
+        let plan = Plan {
+            servers: vec![spec("a"), other],
+            settings: Settings {
+                servers_file: String::new(),
+                servers: vec!["a".into(), "b".into()],
+                tests: vec![levels::plan("json", false, &opts), levels::plan("plaintext", false, &opts)],
+                rounds: 3,
+                duration_secs: 1,
+                warmup_secs: 0,
+                server_cpu: "0".into(),
+                client_cpu: "1".into(),
+                baseline: "a".into(),
+                wrk_version: String::new(),
+                clock_ticks_per_second: 100,
+                started_unix_secs: 0,
+            },
+            pipeline_script: PathBuf::new(),
+            logs: PathBuf::new(),
+        };
+        // json: 6 levels x 2 servers x 3 rounds; plaintext: 2 levels x 1 x 3.
+        assert_eq!(count_runs(&plan), 36 + 6);
     }
 }

@@ -46,10 +46,7 @@ impl ServerSpec {
 
     /// The environment with `{port}` filled in.
     pub fn run_env(&self) -> Vec<(String, String)> {
-        self.env
-            .iter()
-            .map(|(k, v)| (k.clone(), self.fill(v)))
-            .collect()
+        self.env.iter().map(|(k, v)| (k.clone(), self.fill(v))).collect()
     }
 
     fn fill(&self, text: &str) -> String {
@@ -87,10 +84,8 @@ impl std::error::Error for ConfigError {}
 
 /// Reads and validates a servers file.
 pub fn load(path: &Path) -> Result<Vec<ServerSpec>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::Read { path: path.display().to_string(), reason: e.to_string() })?;
     parse(&text).map_err(|e| match e {
         ConfigError::Syntax(msg) => ConfigError::Syntax(format!("{}: {msg}", path.display())),
         other => other,
@@ -104,9 +99,7 @@ pub fn parse(text: &str) -> Result<Vec<ServerSpec>, ConfigError> {
     let entries = match table.remove("server") {
         Some(toml::Value::Array(entries)) => entries,
         Some(_) => {
-            return Err(ConfigError::Syntax(
-                "`server` must be an array of tables, written [[server]]".into(),
-            ))
+            return Err(ConfigError::Syntax("`server` must be an array of tables, written [[server]]".into()))
         }
         None => return Err(ConfigError::Syntax("no [[server]] entries".into())),
     };
@@ -125,17 +118,11 @@ pub fn parse(text: &str) -> Result<Vec<ServerSpec>, ConfigError> {
             Some(name) => format!("`{name}`"),
             None => format!("entry #{}", i + 1),
         };
-        let spec: ServerSpec =
-            entry
-                .try_into()
-                .map_err(|e: toml::de::Error| ConfigError::Server {
-                    server: label.clone(),
-                    problem: e.message().trim().to_string(),
-                })?;
-        validate(&spec).map_err(|problem| ConfigError::Server {
-            server: label,
-            problem,
+        let spec: ServerSpec = entry.try_into().map_err(|e: toml::de::Error| ConfigError::Server {
+            server: label.clone(),
+            problem: e.message().trim().to_string(),
         })?;
+        validate(&spec).map_err(|problem| ConfigError::Server { server: label, problem })?;
         if !seen.insert(spec.name.clone()) {
             return Err(ConfigError::DuplicateName(spec.name));
         }
@@ -168,9 +155,7 @@ fn validate(spec: &ServerSpec) -> Result<(), String> {
     }
     for (test, path) in &spec.paths {
         if !path.starts_with('/') {
-            return Err(format!(
-                "field `paths.{test}` is `{path}`, but must start with `/`"
-            ));
+            return Err(format!("field `paths.{test}` is `{path}`, but must start with `/`"));
         }
     }
     Ok(())
@@ -213,10 +198,7 @@ paths = { json = "/json" }
         let floor = &servers[0];
         assert_eq!(floor.name, "floor");
         assert_eq!(floor.host, "127.0.0.1");
-        assert_eq!(
-            floor.run_argv(),
-            ["target/release/peregrine-floor", "--addr", "127.0.0.1:8091"]
-        );
+        assert_eq!(floor.run_argv(), ["target/release/peregrine-floor", "--addr", "127.0.0.1:8091"]);
         assert!(floor.run_env().contains(&("PORT".into(), "8091".into())));
         assert_eq!(floor.paths["queries"], "/queries?queries=");
         assert_eq!(servers[1].build, None);
@@ -254,6 +236,37 @@ paths = { json = "/json" }
         assert!(msg.contains("`run`"), "{msg}");
         let msg = err_text(&GOOD.replace("name = \"other\"", "name = \"floor\""));
         assert!(msg.contains("more than one"), "{msg}");
+    }
+
+    #[test]
+    fn empty_and_zero_values_are_rejected() {
+        let cases = [
+            (GOOD.replace("port = 8091", "port = 0"), "`port` must not be 0"),
+            (GOOD.replace("port = 8091", "port = 70000"), "`floor`"),
+            (
+                GOOD.replace(
+                    "build = [\"cargo\", \"build\", \"--release\", \"-p\", \"peregrine-floor\"]",
+                    "build = []",
+                ),
+                "`build` is empty",
+            ),
+            (GOOD.replace("name = \"other\"", "name = \" \""), "`name` is empty"),
+            (GOOD.replace("host = \"localhost\"", "host = \"\""), "`host` is empty"),
+            (GOOD.replace("paths = { json = \"/json\" }", "paths = {}"), "`paths` names no test"),
+            (GOOD.replace("paths = { json = \"/json\" }\n", ""), "paths"),
+        ];
+        for (text, expected) in cases {
+            let msg = err_text(&text);
+            assert!(msg.contains(expected), "expected `{expected}` in: {msg}");
+        }
+    }
+
+    #[test]
+    fn top_level_shape_is_checked() {
+        let msg = err_text("server = 1\n");
+        assert!(msg.contains("array of tables"), "{msg}");
+        let msg = err_text(&format!("workers = 2\n{GOOD}"));
+        assert!(msg.contains("unknown top-level key `workers`"), "{msg}");
     }
 
     #[test]

@@ -35,22 +35,14 @@ impl std::error::Error for ProcError {}
 pub fn parse_stat(text: &str) -> Result<CpuTicks, ProcError> {
     // Field 2 is the command name in parentheses, and it may itself contain
     // spaces or parentheses; everything after the *last* ')' splits cleanly.
-    let close = text
-        .rfind(')')
-        .ok_or_else(|| ProcError("stat has no `(comm)` field".into()))?;
+    let close = text.rfind(')').ok_or_else(|| ProcError("stat has no `(comm)` field".into()))?;
     // After ')' comes field 3 (state), so field N is at index N - 3.
     let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
     let field = |n: usize| -> Result<u64, ProcError> {
-        let raw = rest
-            .get(n - 3)
-            .ok_or_else(|| ProcError(format!("stat has no field {n}")))?;
-        raw.parse()
-            .map_err(|_| ProcError(format!("stat field {n} is `{raw}`, not a number")))
+        let raw = rest.get(n - 3).ok_or_else(|| ProcError(format!("stat has no field {n}")))?;
+        raw.parse().map_err(|_| ProcError(format!("stat field {n} is `{raw}`, not a number")))
     };
-    Ok(CpuTicks {
-        utime: field(14)?,
-        stime: field(15)?,
-    })
+    Ok(CpuTicks { utime: field(14)?, stime: field(15)? })
 }
 
 /// Parses the peak resident set size in KiB (`VmHWM`) from the text of
@@ -96,13 +88,7 @@ mod tests {
         let text = "4242 (my serv) er) S 1 4242 4242 0 -1 4194560 1510 0 0 0 \
                     731 229 0 0 20 0 3 0 123456 12345678 900 18446744073709551615\n";
         let cpu = parse_stat(text).expect("parses");
-        assert_eq!(
-            cpu,
-            CpuTicks {
-                utime: 731,
-                stime: 229
-            }
-        );
+        assert_eq!(cpu, CpuTicks { utime: 731, stime: 229 });
         assert_eq!(cpu.total(), 960);
     }
 

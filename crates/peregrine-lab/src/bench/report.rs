@@ -1,22 +1,30 @@
-//! Presenting results: the per-run progress line, the Markdown report (one
-//! table per test, ratios to the baseline) and the JSON document.
+//! Presenting results: the per-run result line, the Markdown report (the
+//! composite score, then one chart and one table per test with a row per
+//! level and server, ratios to the baseline), the charts, and the JSON
+//! document.
+//!
+//! The JSON document ([`Results`]) is also this module's input: `bench
+//! --report-from FILE` reads one back and writes the report and charts again
+//! without running anything.
 
+use super::chart;
+use super::composite::{self, Composite};
+use super::levels::TestLevels;
 use super::stats::{RunRecord, Spread, Summary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 /// How the bench was run; recorded in the JSON and the report header.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     pub servers_file: String,
     pub servers: Vec<String>,
-    pub tests: Vec<String>,
+    /// The tests in run order, each with the levels it ran at.
+    pub tests: Vec<TestLevels>,
     pub rounds: u32,
     pub duration_secs: u32,
     pub warmup_secs: u32,
-    pub connections: u32,
-    pub pipeline_depth: u32,
-    pub queries: u32,
     pub server_cpu: String,
     pub client_cpu: String,
     pub baseline: String,
@@ -26,9 +34,12 @@ pub struct Settings {
 }
 
 /// Everything written to `--out`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Results {
     pub settings: Settings,
+    /// The TFB-style composite score (see `composite`).
+    pub composite: Composite,
+    /// One per (test, level, server), in run order.
     pub summaries: Vec<Summary>,
     pub runs: Vec<RunRecord>,
 }
@@ -73,17 +84,18 @@ fn spread(value: Option<Spread>) -> String {
     })
 }
 
-/// One line per finished run, printed as the bench goes.
-pub fn progress_line(run: &RunRecord, rounds: u32) -> String {
+/// One line per finished run: test, level, round, server, then the numbers.
+pub fn progress_line(run: &RunRecord, rounds: u32, levels: &TestLevels) -> String {
     let head = format!(
-        "{:<10} round {}/{}  {:<12}",
-        run.test, run.round, rounds, run.server
+        "{:<10} {:<16} round {}/{}  {:<12}",
+        run.test,
+        levels.label(&run.level),
+        run.round,
+        rounds,
+        run.server
     );
     let Some(m) = &run.measurement else {
-        return format!(
-            "{head} FAILED: {}",
-            run.failure.as_deref().unwrap_or("unknown")
-        );
+        return format!("{head} FAILED: {}", run.failure.as_deref().unwrap_or("unknown"));
     };
     let mut line = format!(
         "{head} {:>11} req/s  {:>11} req/CPU-s  p50 {}  p99 {}  RSS {}",
@@ -99,7 +111,82 @@ pub fn progress_line(run: &RunRecord, rounds: u32) -> String {
     line
 }
 
-/// The Markdown report: settings, then one table per test.
+/// The few words of a finished run the status line keeps.
+pub fn short_result(run: &RunRecord) -> String {
+    match (&run.measurement, run.problem()) {
+        (Some(m), None) => format!("{} {} req/s", run.server, count(m.wrk.requests_per_sec)),
+        _ => format!("{} had errors", run.server),
+    }
+}
+
+/// What the tests ran at, one line per test, for the report header.
+fn describe_levels(t: &TestLevels) -> String {
+    let values: Vec<String> = t.levels.iter().map(|l| t.value(l).to_string()).collect();
+    let mut text = format!("{}: {} {}", t.test, values.join(", "), t.axis.title());
+    if let Some(first) = t.levels.first() {
+        if t.axis != super::levels::Axis::Concurrency {
+            let _ = write!(text, " at {} connections", first.connections);
+        }
+        if first.pipeline > 1 {
+            let _ = write!(text, ", pipeline depth {}", first.pipeline);
+        }
+    }
+    text
+}
+
+/// The composite section: one row per server, one column per weighted test.
+fn composite_section(out: &mut String, c: &Composite) {
+    let _ = writeln!(out, "## TFB composite score\n");
+    if c.tests.is_empty() {
+        let _ = writeln!(
+            out,
+            "No weighted test was run (json, db, queries at 20, fortunes, updates at 20, plaintext), \
+             so there is no composite score.\n"
+        );
+        return;
+    }
+    let weight = |test: &str| composite::WEIGHTS.iter().find(|(t, _)| *t == test).map_or(0.0, |(_, w)| *w);
+    let _ = write!(out, "| server | score | of {:.0} |", c.max_score);
+    for test in &c.tests {
+        let _ = write!(out, " {test} (×{}) |", weight(test));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "|---|---:|---:|{}", "---:|".repeat(c.tests.len()));
+    for s in &c.servers {
+        let share = if c.max_score > 0.0 { 100.0 * s.score / c.max_score } else { 0.0 };
+        let _ = write!(out, "| {} | {:.1} | {share:.1}% |", s.server, s.score);
+        for part in &s.parts {
+            let _ = write!(out, " {} |", part.normalized.map_or("—".into(), |n| format!("{n:.1}")));
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "\nEach test's cell is 100 × the server's result / the best server's result in this run; \
+         the result is the best median req/s over the levels run (queries and updates: the \
+         20-query level). The score is the sum of weight × cell. Only the servers of this run \
+         are compared."
+    );
+    if !c.missing_tests.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNot in the score (not run, or no 20-query level): {}.",
+            c.missing_tests.join(", ")
+        );
+    }
+    for s in c.servers.iter().filter(|s| !s.missing.is_empty()) {
+        let _ = writeln!(
+            out,
+            "\n`{}` has no clean result for {} (scored 0 there).",
+            s.server,
+            s.missing.join(", ")
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// The Markdown report: settings, the composite, then per test its chart
+/// and a table with one row per level and server.
 pub fn markdown(results: &Results) -> String {
     let s = &results.settings;
     let base = &s.baseline;
@@ -107,10 +194,9 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "# peregrine-lab bench\n");
     let _ = writeln!(
         out,
-        "{}; 1 thread, {} connections; {} s measured after {} s warm-up; {} round(s), servers alternating; \
-         server on CPU {}, wrk on CPU {}; {} Hz CPU clock.\n",
+        "{}, 1 thread; {} s measured after {} s warm-up; {} round(s), servers alternating within \
+         each round; server on CPU {}, wrk on CPU {}; {} Hz CPU clock.\n",
         s.wrk_version,
-        s.connections,
         s.duration_secs,
         s.warmup_secs,
         s.rounds,
@@ -118,42 +204,43 @@ pub fn markdown(results: &Results) -> String {
         s.client_cpu,
         s.clock_ticks_per_second
     );
+    let _ = writeln!(out, "Levels:\n");
+    for t in &s.tests {
+        let _ = writeln!(out, "- {}", describe_levels(t));
+    }
     let _ = writeln!(
         out,
-        "Cells show the median over clean rounds, (min–max) after it. req/CPU-s is requests \
-         per second of server CPU time (user + system). Ratios are to `{base}`. Runs with \
-         errors are left out of the medians and listed under each table.\n"
+        "\nCells show the median over clean rounds, (min–max) after it. req/CPU-s is requests \
+         per second of server CPU time (user + system). Ratios are to `{base}` at the same \
+         level. Runs with errors are left out of the medians and listed under each table.\n"
     );
+    composite_section(&mut out, &results.composite);
 
-    for test in &s.tests {
-        let rows: Vec<&Summary> = results
-            .summaries
-            .iter()
-            .filter(|x| &x.test == test)
-            .collect();
+    for t in &s.tests {
+        let test = &t.test;
+        let rows: Vec<&Summary> = results.summaries.iter().filter(|x| &x.test == test).collect();
         if rows.is_empty() {
             continue;
         }
-        let pipelined = test == "plaintext" && s.pipeline_depth > 1;
+        let pipeline = t.levels.first().map_or(1, |l| l.pipeline);
         let _ = write!(out, "## {test}");
-        if pipelined {
-            let _ = write!(out, " (pipeline depth {})", s.pipeline_depth);
+        if pipeline > 1 {
+            let _ = write!(out, " (pipeline depth {pipeline})");
         }
         let _ = writeln!(out, "\n");
+        let _ = writeln!(out, "![{test}: requests/s by {}]({})\n", t.axis.title(), chart::file_name(test));
         let _ = writeln!(
             out,
-            "| server | req/s | vs {base} | req/CPU-s | vs {base} | p50 | p99 | peak RSS | clean runs |"
+            "| {} | server | req/s | vs {base} | req/CPU-s | vs {base} | p50 | p99 | peak RSS | clean runs |",
+            t.axis.title()
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for row in &rows {
-            let marker = if row.clean_runs < row.runs {
-                " ⚠"
-            } else {
-                ""
-            };
+            let marker = if row.clean_runs < row.runs { " ⚠" } else { "" };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{}{} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{}{} |",
+                t.value(&row.level),
                 row.server,
                 spread(row.requests_per_sec),
                 ratio(row.ratio_requests_per_sec),
@@ -167,7 +254,7 @@ pub fn markdown(results: &Results) -> String {
                 marker
             );
         }
-        if pipelined {
+        if pipeline > 1 {
             let _ = writeln!(
                 out,
                 "\nwrk times a pipelined batch as one sample, not each request, so latency is \
@@ -179,12 +266,7 @@ pub fn markdown(results: &Results) -> String {
             .iter()
             .filter(|r| &r.test == test)
             .filter_map(|r| {
-                Some(format!(
-                    "- {} round {}: {}",
-                    r.server,
-                    r.round,
-                    r.problem()?
-                ))
+                Some(format!("- {} at {}, round {}: {}", r.server, t.label(&r.level), r.round, r.problem()?))
             })
             .collect();
         if !problems.is_empty() {
@@ -195,11 +277,52 @@ pub fn markdown(results: &Results) -> String {
     out
 }
 
+/// Writes the report beside `json_path` (same name, `.md`) and one chart
+/// per test in the same directory; with `write_json`, the JSON as well.
+/// Returns the paths written.
+pub fn write(json_path: &Path, results: &Results, write_json: bool) -> Result<Vec<PathBuf>, String> {
+    let dir = json_path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let put = |path: PathBuf, text: String, written: &mut Vec<PathBuf>| -> Result<(), String> {
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    let mut written = Vec::new();
+    if write_json {
+        let json = serde_json::to_string_pretty(results).map_err(|e| format!("encoding results: {e}"))?;
+        put(json_path.to_path_buf(), json + "\n", &mut written)?;
+    }
+    put(json_path.with_extension("md"), markdown(results), &mut written)?;
+    for t in &results.settings.tests {
+        let svg = chart::svg(t, &results.settings.servers, &results.summaries);
+        put(dir.join(chart::file_name(&t.test)), svg, &mut written)?;
+    }
+    Ok(written)
+}
+
+/// Reads a results file written by an earlier bench.
+pub fn read(path: &Path) -> Result<Results, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{} is not a results file of this bench version ({e}); rerun the bench to get one",
+            path.display()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::stats::{add_ratios, summarize, Measurement};
-    use crate::bench::wrk::{SocketErrors, WrkReport};
+
+    /// A canned results file: two servers, json at two levels (one run with
+    /// errors), queries at 20, plaintext pipelined.
+    const CANNED: &str = include_str!("testdata/results.json");
+
+    fn canned() -> Results {
+        serde_json::from_str(CANNED).expect("canned results parse")
+    }
 
     #[test]
     fn formats_counts() {
@@ -210,65 +333,85 @@ mod tests {
     }
 
     #[test]
-    fn markdown_has_ratio_table_and_marks_errors() {
-        let mk = |server: &str, rps: f64, errors: u64| RunRecord {
-            test: "json".into(),
-            server: server.into(),
-            round: 1,
-            measurement: Some(Measurement::new(
-                WrkReport {
-                    requests_per_sec: rps,
-                    total_requests: rps as u64,
-                    duration_secs: 1.0,
-                    latency_p50_ms: Some(0.5),
-                    latency_p99_ms: Some(2.0),
-                    non_2xx_3xx: errors,
-                    socket_errors: SocketErrors::default(),
-                },
-                100,
-                100,
-                Some(2048),
-            )),
-            failure: None,
-        };
-        let runs = vec![
-            mk("floor", 200_000.0, 0),
-            mk("peregrine", 150_000.0, 0),
-            mk("bad", 1.0, 3),
-        ];
-        let mut summaries: Vec<Summary> = runs
-            .iter()
-            .map(|r| summarize("json", &r.server, &[r]))
-            .collect();
-        add_ratios(&mut summaries, "floor");
-        let results = Results {
-            settings: Settings {
-                servers_file: "lab/servers.toml".into(),
-                servers: vec!["floor".into(), "peregrine".into(), "bad".into()],
-                tests: vec!["json".into()],
-                rounds: 1,
-                duration_secs: 5,
-                warmup_secs: 2,
-                connections: 256,
-                pipeline_depth: 16,
-                queries: 20,
-                server_cpu: "0".into(),
-                client_cpu: "1".into(),
-                baseline: "floor".into(),
-                wrk_version: "wrk 4.1.0".into(),
-                clock_ticks_per_second: 100,
-                started_unix_secs: 0,
-            },
-            summaries,
-            runs,
-        };
+    fn markdown_from_canned_results() {
+        let results = canned();
         let md = markdown(&results);
-        assert!(md.contains("## json\n"), "{md}");
-        assert!(md.contains("| peregrine | 150,000 | 0.75× |"), "{md}");
-        assert!(md.contains("| bad | — | — |"), "{md}");
-        assert!(md.contains("0/1 ⚠"), "{md}");
-        assert!(md.contains("- bad round 1: 3 non-2xx/3xx"), "{md}");
-        assert!(serde_json::to_string(&results).is_ok());
-        assert!(progress_line(&results.runs[2], 1).contains("ERRORS: 3 non-2xx"));
+        // Header: the levels of each test.
+        assert!(md.contains("- json: 16, 256 connections\n"), "{md}");
+        assert!(md.contains("- queries: 20 queries per request at 256 connections\n"), "{md}");
+        assert!(md.contains("- plaintext: 256 connections, pipeline depth 16\n"), "{md}");
+        // One row per (level, server), the level first, ratios per level.
+        assert!(md.contains("## json\n\n![json: requests/s by connections](json.svg)\n"), "{md}");
+        assert!(md.contains("| connections | server | req/s | vs floor |"), "{md}");
+        assert!(md.contains("| 16 | floor | 100,000 | 1.00× |"), "{md}");
+        assert!(md.contains("| 16 | peregrine | 80,000 | 0.80× |"), "{md}");
+        assert!(md.contains("| 256 | peregrine | 150,000 (140,000–160,000) | 0.75× |"), "{md}");
+        assert!(md.contains("| 20 | peregrine | 9,000 | — |"), "{md}");
+        // The errored run is marked and listed.
+        assert!(
+            md.contains(
+                "| 256 | floor | 200,000 | 1.00× | 400,000 | 1.00× | 0.50 ms | 2.00 ms | 2.0 MiB | 1/2 ⚠ |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("- floor at 256 conns, round 2: 3 non-2xx/3xx"), "{md}");
+        assert!(md.contains("## plaintext (pipeline depth 16)\n"), "{md}");
+        assert!(md.contains("latency is not reported for pipelined runs"), "{md}");
+    }
+
+    #[test]
+    fn composite_from_canned_results() {
+        let mut results = canned();
+        // Recompute rather than trust the canned numbers.
+        results.composite = composite::compute(&results.settings.servers, &results.summaries);
+        let c = &results.composite;
+        assert_eq!(c.tests, ["json", "queries", "plaintext"]);
+        assert_eq!(c.missing_tests, ["db", "fortunes", "updates"]);
+        // floor: best json and plaintext, no queries result.
+        // peregrine: json 150k/200k = 75, queries 100, plaintext 1M/2M = 50.
+        let (floor, peregrine) = (&c.servers[0], &c.servers[1]);
+        assert_eq!(floor.score, 100.0 + 75.0);
+        assert_eq!(floor.missing, ["queries"]);
+        assert_eq!(peregrine.score, 75.0 + 75.0 + 37.5);
+        let md = markdown(&results);
+        assert!(
+            md.contains("| server | score | of 250 | json (×1) | queries (×0.75) | plaintext (×0.75) |"),
+            "{md}"
+        );
+        assert!(md.contains("| floor | 175.0 | 70.0% | 100.0 | — | 100.0 |"), "{md}");
+        assert!(md.contains("| peregrine | 187.5 | 75.0% | 75.0 | 100.0 | 50.0 |"), "{md}");
+        assert!(
+            md.contains("Not in the score (not run, or no 20-query level): db, fortunes, updates."),
+            "{md}"
+        );
+        assert!(md.contains("`floor` has no clean result for queries"), "{md}");
+        let json = serde_json::to_value(&results).expect("serializes");
+        assert_eq!(json["composite"]["servers"][1]["score"], 187.5);
+    }
+
+    #[test]
+    fn progress_lines_name_the_level() {
+        let results = canned();
+        let json = &results.settings.tests[0];
+        let errored = results.runs.iter().find(|r| r.problem().is_some()).expect("canned has one");
+        let line = progress_line(errored, 2, json);
+        assert!(line.contains("256 conns") && line.contains("ERRORS: 3 non-2xx"), "{line}");
+        assert_eq!(short_result(errored), "floor had errors");
+    }
+
+    #[test]
+    fn writes_report_and_charts_and_reads_back() {
+        let dir = std::env::temp_dir().join(format!("peregrine-lab-report-{}", std::process::id()));
+        let json_path = dir.join("results.json");
+        let written = write(&json_path, &canned(), true).expect("writes");
+        let names: Vec<String> =
+            written.iter().filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned())).collect();
+        assert_eq!(names, ["results.json", "results.md", "json.svg", "queries.svg", "plaintext.svg"]);
+        let back = read(&json_path).expect("reads back");
+        assert_eq!(back.summaries, canned().summaries);
+        std::fs::write(&json_path, "{\"settings\": {}}").expect("overwrite");
+        let err = read(&json_path).expect_err("not a results file");
+        assert!(err.contains("not a results file"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -55,17 +55,9 @@ impl RunningServer {
     /// Starts `spec` pinned to `cpu` (a `taskset -c` list) and waits until
     /// its port accepts connections (the caller checks the port was free). `taskset` execs the server, so the
     /// child's PID is the server's own.
-    pub fn start(
-        spec: &ServerSpec,
-        addr: SocketAddr,
-        cpu: &str,
-        log: &Path,
-    ) -> Result<Self, String> {
-        let out =
-            File::create(log).map_err(|e| format!("cannot create log {}: {e}", log.display()))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| format!("cannot share log {}: {e}", log.display()))?;
+    pub fn start(spec: &ServerSpec, addr: SocketAddr, cpu: &str, log: &Path) -> Result<Self, String> {
+        let out = File::create(log).map_err(|e| format!("cannot create log {}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| format!("cannot share log {}: {e}", log.display()))?;
         let child = Command::new("taskset")
             .arg("-c")
             .arg(cpu)
@@ -75,16 +67,8 @@ impl RunningServer {
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|e| {
-                format!(
-                    "cannot start `{}` via taskset: {e}",
-                    spec.run_argv().join(" ")
-                )
-            })?;
-        let mut server = RunningServer {
-            child,
-            log: log.to_path_buf(),
-        };
+            .map_err(|e| format!("cannot start `{}` via taskset: {e}", spec.run_argv().join(" ")))?;
+        let mut server = RunningServer { child, log: log.to_path_buf() };
         server.wait_ready(spec, addr)?;
         Ok(server)
     }
@@ -123,10 +107,7 @@ impl RunningServer {
     pub fn check_alive(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
-            Ok(Some(status)) => Err(format!(
-                "server exited during the run ({status}){}",
-                self.log_tail()
-            )),
+            Ok(Some(status)) => Err(format!("server exited during the run ({status}){}", self.log_tail())),
             Err(e) => Err(format!("cannot check the server process: {e}")),
         }
     }
@@ -139,12 +120,7 @@ impl RunningServer {
         if tail.is_empty() {
             format!("\n  (log {} is empty)", self.log.display())
         } else {
-            format!(
-                "\n  last {} lines of {}:\n    {}",
-                tail.len(),
-                self.log.display(),
-                tail.join("\n    ")
-            )
+            format!("\n  last {} lines of {}:\n    {}", tail.len(), self.log.display(), tail.join("\n    "))
         }
     }
 
@@ -177,10 +153,7 @@ impl RunningServer {
 impl Drop for RunningServer {
     fn drop(&mut self) {
         if let Err(e) = self.terminate() {
-            eprintln!(
-                "warning: could not stop server PID {}: {e}",
-                self.child.id()
-            );
+            eprintln!("warning: could not stop server PID {}: {e}", self.child.id());
         }
     }
 }

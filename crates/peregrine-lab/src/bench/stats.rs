@@ -1,14 +1,16 @@
-//! The bench's records and arithmetic: one record per run, and the per test
-//! and server summary over rounds (median, min–max, ratio to the baseline).
+//! The bench's records and arithmetic: one record per run, and the summary
+//! per (test, level, server) over rounds (median, min–max, ratio to the
+//! baseline at the same test and level).
 //!
 //! Only clean runs (completed, no error responses, no socket errors) enter
 //! medians; runs with errors are counted and listed, never averaged in.
 
+use super::levels::Level;
 use super::wrk::WrkReport;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one measured run produced.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     pub wrk: WrkReport,
     /// Server CPU time (user + system, all threads) during the measured run.
@@ -37,10 +39,11 @@ pub fn per_cpu_second(requests: u64, cpu_seconds: f64) -> Option<f64> {
     (cpu_seconds > 0.0).then(|| requests as f64 / cpu_seconds)
 }
 
-/// One (test, server, round) run: a measurement, or why there is none.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One (test, level, server, round) run: a measurement, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub test: String,
+    pub level: Level,
     pub server: String,
     pub round: u32,
     pub measurement: Option<Measurement>,
@@ -50,11 +53,7 @@ pub struct RunRecord {
 impl RunRecord {
     /// Completed with no error responses and no socket errors.
     pub fn is_clean(&self) -> bool {
-        self.failure.is_none()
-            && self
-                .measurement
-                .as_ref()
-                .is_some_and(|m| m.wrk.error_count() == 0)
+        self.failure.is_none() && self.measurement.as_ref().is_some_and(|m| m.wrk.error_count() == 0)
     }
 
     /// A one-line description of what went wrong, if anything did.
@@ -78,7 +77,7 @@ fn first_line(text: &str) -> &str {
 }
 
 /// Median and range of a set of values.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -113,10 +112,11 @@ pub fn ratio(value: Option<f64>, baseline: Option<f64>) -> Option<f64> {
     }
 }
 
-/// One server's result on one test, over all its rounds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One server's result on one test at one level, over all its rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub test: String,
+    pub level: Level,
     pub server: String,
     pub runs: usize,
     pub clean_runs: usize,
@@ -131,25 +131,23 @@ pub struct Summary {
     pub errors: u64,
     /// Runs that produced no measurement at all.
     pub failed_runs: usize,
-    /// Median requests/s relative to the baseline server's on this test.
+    /// Median requests/s relative to the baseline server's on this test and
+    /// level.
     pub ratio_requests_per_sec: Option<f64>,
     /// Median requests per CPU-second relative to the baseline's.
     pub ratio_requests_per_cpu_second: Option<f64>,
 }
 
-/// Summarizes one server's runs on one test (ratios are filled in later by
-/// [`add_ratios`], once the baseline's summary exists).
-pub fn summarize(test: &str, server: &str, runs: &[&RunRecord]) -> Summary {
-    let clean: Vec<&Measurement> = runs
-        .iter()
-        .filter(|r| r.is_clean())
-        .filter_map(|r| r.measurement.as_ref())
-        .collect();
-    let collect = |f: &dyn Fn(&Measurement) -> Option<f64>| -> Vec<f64> {
-        clean.iter().filter_map(|m| f(m)).collect()
-    };
+/// Summarizes one server's runs on one test and level (ratios are filled in
+/// later by [`add_ratios`], once the baseline's summary exists).
+pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) -> Summary {
+    let clean: Vec<&Measurement> =
+        runs.iter().filter(|r| r.is_clean()).filter_map(|r| r.measurement.as_ref()).collect();
+    let collect =
+        |f: &dyn Fn(&Measurement) -> Option<f64>| -> Vec<f64> { clean.iter().filter_map(|m| f(m)).collect() };
     Summary {
         test: test.to_string(),
+        level,
         server: server.to_string(),
         runs: runs.len(),
         clean_runs: clean.len(),
@@ -157,15 +155,8 @@ pub fn summarize(test: &str, server: &str, runs: &[&RunRecord]) -> Summary {
         requests_per_cpu_second: spread(&collect(&|m| m.requests_per_cpu_second)),
         latency_p50_ms: median(&collect(&|m| m.wrk.latency_p50_ms)),
         latency_p99_ms: median(&collect(&|m| m.wrk.latency_p99_ms)),
-        peak_rss_kib: runs
-            .iter()
-            .filter_map(|r| r.measurement.as_ref()?.peak_rss_kib)
-            .max(),
-        errors: runs
-            .iter()
-            .filter_map(|r| r.measurement.as_ref())
-            .map(|m| m.wrk.error_count())
-            .sum(),
+        peak_rss_kib: runs.iter().filter_map(|r| r.measurement.as_ref()?.peak_rss_kib).max(),
+        errors: runs.iter().filter_map(|r| r.measurement.as_ref()).map(|m| m.wrk.error_count()).sum(),
         failed_runs: runs.iter().filter(|r| r.measurement.is_none()).count(),
         ratio_requests_per_sec: None,
         ratio_requests_per_cpu_second: None,
@@ -173,23 +164,26 @@ pub fn summarize(test: &str, server: &str, runs: &[&RunRecord]) -> Summary {
 }
 
 /// Fills in each summary's ratios against the baseline server's summary for
-/// the same test (left empty when the baseline has no clean result there).
+/// the same test and level (left empty when the baseline has no clean result
+/// there).
 pub fn add_ratios(summaries: &mut [Summary], baseline: &str) {
-    let base: Vec<(String, Option<f64>, Option<f64>)> = summaries
+    type Key = (String, Level);
+    let base: Vec<(Key, Option<f64>, Option<f64>)> = summaries
         .iter()
         .filter(|s| s.server == baseline)
         .map(|s| {
             (
-                s.test.clone(),
+                (s.test.clone(), s.level),
                 s.requests_per_sec.map(|x| x.median),
                 s.requests_per_cpu_second.map(|x| x.median),
             )
         })
         .collect();
     for summary in summaries.iter_mut() {
-        if let Some((_, rps, cpu)) = base.iter().find(|(test, _, _)| *test == summary.test) {
-            summary.ratio_requests_per_sec =
-                ratio(summary.requests_per_sec.map(|x| x.median), *rps);
+        let found =
+            base.iter().find(|((test, level), _, _)| *test == summary.test && *level == summary.level);
+        if let Some((_, rps, cpu)) = found {
+            summary.ratio_requests_per_sec = ratio(summary.requests_per_sec.map(|x| x.median), *rps);
             summary.ratio_requests_per_cpu_second =
                 ratio(summary.requests_per_cpu_second.map(|x| x.median), *cpu);
         }
@@ -201,14 +195,9 @@ mod tests {
     use super::*;
     use crate::bench::wrk::SocketErrors;
 
-    fn run(
-        server: &str,
-        round: u32,
-        rps: f64,
-        requests: u64,
-        ticks: u64,
-        errors: u64,
-    ) -> RunRecord {
+    const LEVEL: Level = Level { connections: 256, count: None, pipeline: 16 };
+
+    fn run(server: &str, round: u32, rps: f64, requests: u64, ticks: u64, errors: u64) -> RunRecord {
         let wrk = WrkReport {
             requests_per_sec: rps,
             total_requests: requests,
@@ -220,6 +209,7 @@ mod tests {
         };
         RunRecord {
             test: "plaintext".into(),
+            level: LEVEL,
             server: server.into(),
             round,
             measurement: Some(Measurement::new(wrk, ticks, 100, Some(1000 + round as u64))),
@@ -262,33 +252,31 @@ mod tests {
             failed,
         ];
         let refs: Vec<&RunRecord> = runs.iter().collect();
-        let s = summarize("plaintext", "a", &refs);
-        assert_eq!(
-            (s.runs, s.clean_runs, s.failed_runs, s.errors),
-            (4, 2, 1, 7)
-        );
+        let s = summarize("plaintext", LEVEL, "a", &refs);
+        assert_eq!((s.runs, s.clean_runs, s.failed_runs, s.errors), (4, 2, 1, 7));
         let rps = s.requests_per_sec.expect("clean runs exist");
         assert_eq!((rps.median, rps.min, rps.max), (200.0, 100.0, 300.0));
         assert_eq!(s.peak_rss_kib, Some(1003));
         assert_eq!(runs[3].problem().as_deref(), Some("failed: server exited"));
-        assert!(runs[2]
-            .problem()
-            .is_some_and(|p| p.starts_with("7 non-2xx")));
+        assert!(runs[2].problem().is_some_and(|p| p.starts_with("7 non-2xx")));
     }
 
     #[test]
-    fn ratios_against_baseline() {
+    fn ratios_against_baseline_at_the_same_level() {
+        let other = Level { connections: 1024, ..LEVEL };
+        let at = |level: Level, r: RunRecord| RunRecord { level, ..r };
         let runs = [
             run("floor", 1, 200.0, 200, 100, 0),
             run("srv", 1, 100.0, 100, 100, 0),
+            at(other, run("floor", 1, 400.0, 400, 100, 0)),
+            at(other, run("srv", 1, 100.0, 100, 100, 0)),
         ];
-        let mut summaries: Vec<Summary> = runs
-            .iter()
-            .map(|r| summarize("plaintext", &r.server, &[r]))
-            .collect();
+        let mut summaries: Vec<Summary> =
+            runs.iter().map(|r| summarize("plaintext", r.level, &r.server, &[r])).collect();
         add_ratios(&mut summaries, "floor");
         assert_eq!(summaries[0].ratio_requests_per_sec, Some(1.0));
         assert_eq!(summaries[1].ratio_requests_per_sec, Some(0.5));
         assert_eq!(summaries[1].ratio_requests_per_cpu_second, Some(0.5));
+        assert_eq!(summaries[3].ratio_requests_per_sec, Some(0.25));
     }
 }

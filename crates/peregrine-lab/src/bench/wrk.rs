@@ -2,13 +2,13 @@
 //! prints into numbers. Parsing is kept free of I/O so it is tested on canned
 //! wrk output.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Socket-level failures wrk counts during a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocketErrors {
     pub connect: u64,
     pub read: u64,
@@ -23,7 +23,7 @@ impl SocketErrors {
 }
 
 /// The numbers from one wrk run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WrkReport {
     pub requests_per_sec: f64,
     pub total_requests: u64,
@@ -66,20 +66,14 @@ pub fn parse_output(text: &str) -> Result<WrkReport, ParseError> {
     for line in text.lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("Requests/sec:") {
             let value = rest.trim();
-            rps = Some(
-                value
-                    .parse::<f64>()
-                    .map_err(|_| ParseError(format!("Requests/sec is `{value}`")))?,
-            );
+            rps = Some(value.parse::<f64>().map_err(|_| ParseError(format!("Requests/sec is `{value}`")))?);
         } else if let Some((count, rest)) = line.split_once(" requests in ") {
             // "202849 requests in 2.01s, 25.92MB read"
-            let total: u64 = count
-                .trim()
-                .parse()
-                .map_err(|_| ParseError(format!("request count is `{count}`")))?;
+            let total: u64 =
+                count.trim().parse().map_err(|_| ParseError(format!("request count is `{count}`")))?;
             let time = rest.split(',').next().unwrap_or_default().trim();
-            let secs = parse_duration_secs(time)
-                .ok_or_else(|| ParseError(format!("run time is `{time}`")))?;
+            let secs =
+                parse_duration_secs(time).ok_or_else(|| ParseError(format!("run time is `{time}`")))?;
             totals = Some((total, secs));
         } else if let Some(rest) = line.strip_prefix("50%") {
             p50 = Some(parse_latency(rest)?);
@@ -87,9 +81,7 @@ pub fn parse_output(text: &str) -> Result<WrkReport, ParseError> {
             p99 = Some(parse_latency(rest)?);
         } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
             let value = rest.trim();
-            non_2xx_3xx = value
-                .parse()
-                .map_err(|_| ParseError(format!("non-2xx count is `{value}`")))?;
+            non_2xx_3xx = value.parse().map_err(|_| ParseError(format!("non-2xx count is `{value}`")))?;
         } else if let Some(rest) = line.strip_prefix("Socket errors:") {
             socket_errors = parse_socket_errors(rest)?;
         }
@@ -117,9 +109,7 @@ fn parse_socket_errors(text: &str) -> Result<SocketErrors, ParseError> {
         let (Some(kind), Some(count)) = (words.next(), words.next()) else {
             return Err(ParseError(format!("socket errors are `{}`", text.trim())));
         };
-        let count: u64 = count
-            .parse()
-            .map_err(|_| ParseError(format!("socket error count `{count}`")))?;
+        let count: u64 = count.parse().map_err(|_| ParseError(format!("socket error count `{count}`")))?;
         match kind {
             "connect" => errors.connect = count,
             "read" => errors.read = count,
@@ -133,16 +123,12 @@ fn parse_socket_errors(text: &str) -> Result<SocketErrors, ParseError> {
 
 fn parse_latency(text: &str) -> Result<f64, ParseError> {
     let text = text.trim();
-    parse_duration_secs(text)
-        .map(|s| s * 1000.0)
-        .ok_or_else(|| ParseError(format!("latency is `{text}`")))
+    parse_duration_secs(text).map(|s| s * 1000.0).ok_or_else(|| ParseError(format!("latency is `{text}`")))
 }
 
 /// wrk prints times as a number with a unit: us, ms, s, m or h.
 fn parse_duration_secs(text: &str) -> Option<f64> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let value: f64 = number.parse().ok()?;
     let scale = match unit {
@@ -159,7 +145,9 @@ fn parse_duration_secs(text: &str) -> Option<f64> {
 /// The `Accept` header TechEmpower's harness sends for each test type.
 fn accept_header(test: &str) -> &'static str {
     match test {
-        "plaintext" => "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7",
+        "plaintext" => {
+            "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
+        }
         "fortunes" => "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
         _ => "application/json,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7",
     }
@@ -218,12 +206,7 @@ impl WrkRun {
         let stdout = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(format!(
-                "wrk failed ({}): {}{}",
-                output.status,
-                stderr.trim(),
-                stdout.trim()
-            ));
+            return Err(format!("wrk failed ({}): {}{}", output.status, stderr.trim(), stdout.trim()));
         }
         parse_output(&stdout).map_err(|e| format!("{e}\n--- wrk printed ---\n{stdout}"))
     }
@@ -233,31 +216,21 @@ impl WrkRun {
 pub fn version() -> Option<String> {
     // wrk has no --version; `-v` prints the version then usage, and exits 1.
     let output = Command::new("wrk").arg("-v").output().ok()?;
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
+    let text =
+        String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
     let line = text.lines().find(|l| l.starts_with("wrk "))?;
-    Some(
-        line.split(" Copyright")
-            .next()
-            .unwrap_or(line)
-            .trim()
-            .to_string(),
-    )
+    Some(line.split(" Copyright").next().unwrap_or(line).trim().to_string())
 }
 
 /// Finds `program` on PATH.
 pub fn find_on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_executable(candidate))
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| is_executable(candidate))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    path.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -310,15 +283,7 @@ Transfer/sec:     20.48KB
         assert_eq!(r.duration_secs, 60.0);
         assert_eq!(r.latency_p50_ms, Some(1500.0));
         assert_eq!(r.non_2xx_3xx, 17);
-        assert_eq!(
-            r.socket_errors,
-            SocketErrors {
-                connect: 0,
-                read: 12,
-                write: 3,
-                timeout: 240
-            }
-        );
+        assert_eq!(r.socket_errors, SocketErrors { connect: 0, read: 12, write: 3, timeout: 240 });
         assert_eq!(r.error_count(), 17 + 255);
     }
 
