@@ -1,0 +1,142 @@
+//! The seven TFB test types on actix-web 4, a peer for peregrine's lab.
+//!
+//! Usage: `peer-actix [--addr HOST:PORT] [--workers N]`. Without `--addr` it
+//! listens on `0.0.0.0:$PORT` (8080 if `PORT` is unset); without `--workers`
+//! it runs one worker per available CPU. `DATABASE_URL` (postgres://...)
+//! enables the database tests; without it they answer 503.
+//!
+//! Each actix worker builds its own App, and with it (through
+//! `data_factory`) its own tokio-postgres connection and cache.
+
+use std::net::SocketAddr;
+
+use actix_web::http::header::{self, ContentType, HeaderValue};
+use actix_web::middleware::DefaultHeaders;
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use peer_common::{count_param, DbError, Message, Worker, DB_UNAVAILABLE};
+use serde::Serialize;
+
+type State = web::Data<Worker>;
+
+async fn plaintext() -> HttpResponse {
+    HttpResponse::Ok().content_type(ContentType::plaintext()).body("Hello, World!")
+}
+
+async fn json() -> HttpResponse {
+    json_response(&Message { message: "Hello, World!" })
+}
+
+async fn db(state: State) -> HttpResponse {
+    reply(state.single().await)
+}
+
+async fn queries(state: State, req: HttpRequest) -> HttpResponse {
+    reply(state.queries(count_param(Some(req.query_string()), "queries")).await)
+}
+
+async fn updates(state: State, req: HttpRequest) -> HttpResponse {
+    reply(state.updates(count_param(Some(req.query_string()), "queries")).await)
+}
+
+async fn cached_queries(state: State, req: HttpRequest) -> HttpResponse {
+    reply(state.cached(count_param(Some(req.query_string()), "count")).await)
+}
+
+async fn fortunes(state: State) -> HttpResponse {
+    match state.fortunes().await {
+        Ok(html) => HttpResponse::Ok()
+            .insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")))
+            .body(html),
+        Err(e) => unavailable(e),
+    }
+}
+
+fn json_response<T: Serialize>(value: &T) -> HttpResponse {
+    match serde_json::to_vec(value) {
+        Ok(body) => HttpResponse::Ok().content_type(ContentType::json()).body(body),
+        Err(_) => HttpResponse::InternalServerError().finish(),
+    }
+}
+
+fn reply<T: Serialize>(result: Result<T, DbError>) -> HttpResponse {
+    match result {
+        Ok(value) => json_response(&value),
+        Err(e) => unavailable(e),
+    }
+}
+
+fn unavailable(e: DbError) -> HttpResponse {
+    eprintln!("{e}");
+    HttpResponse::ServiceUnavailable().content_type(ContentType::json()).body(DB_UNAVAILABLE)
+}
+
+struct Args {
+    addr: SocketAddr,
+    workers: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let port = match std::env::var("PORT") {
+        Ok(p) => p.parse::<u16>().map_err(|_| format!("PORT is not a port number: {p:?}"))?,
+        Err(_) => 8080,
+    };
+    let mut args = Args {
+        addr: SocketAddr::from(([0, 0, 0, 0], port)),
+        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut argv = std::env::args().skip(1);
+    while let Some(flag) = argv.next() {
+        let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--addr" => {
+                let v = value()?;
+                args.addr = v.parse().map_err(|_| format!("--addr: not HOST:PORT: {v:?}"))?;
+            }
+            "--workers" => {
+                let v = value()?;
+                args.workers =
+                    v.parse().ok().filter(|&n| n > 0).ok_or(format!("--workers: not a count: {v:?}"))?;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument {flag:?} (usage: peer-actix [--addr HOST:PORT] [--workers N])"
+                ))
+            }
+        }
+    }
+    Ok(args)
+}
+
+#[actix_web::main]
+async fn main() -> std::io::Result<()> {
+    let args = parse_args().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let url = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty());
+    if url.is_none() {
+        eprintln!("DATABASE_URL is not set: the database tests will answer 503");
+    }
+    eprintln!("peer-actix listening on {} with {} workers", args.addr, args.workers);
+    HttpServer::new(move || {
+        let url = url.clone();
+        App::new()
+            // One Worker (connection + cache) per actix worker thread.
+            .data_factory(move || {
+                let url = url.clone();
+                async move { Ok::<_, ()>(Worker::new(url).await) }
+            })
+            .wrap(DefaultHeaders::new().add((header::SERVER, "actix")))
+            // A resource per path: a known path with another method is a 405.
+            .service(web::resource("/plaintext").route(web::get().to(plaintext)))
+            .service(web::resource("/json").route(web::get().to(json)))
+            .service(web::resource("/db").route(web::get().to(db)))
+            .service(web::resource("/queries").route(web::get().to(queries)))
+            .service(web::resource("/fortunes").route(web::get().to(fortunes)))
+            .service(web::resource("/updates").route(web::get().to(updates)))
+            .service(web::resource("/cached-queries").route(web::get().to(cached_queries)))
+    })
+    .workers(args.workers)
+    // Keep-alive stays on with actix's default idle timeout (5 s).
+    .backlog(4096)
+    .bind(args.addr)?
+    .run()
+    .await
+}
