@@ -8,13 +8,15 @@
 //! Each actix worker builds its own App, and with it (through
 //! `data_factory`) its own tokio-postgres connection and cache.
 
+mod tfb;
+
 use std::net::SocketAddr;
 
 use actix_web::http::header::{self, ContentType, HeaderValue};
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use peer_common::{count_param, DbError, Message, Worker, DB_UNAVAILABLE};
 use serde::Serialize;
+use tfb::{count_param, DbError, Message, Worker, DB_UNAVAILABLE};
 
 type State = web::Data<Worker>;
 

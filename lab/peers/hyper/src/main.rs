@@ -12,6 +12,8 @@
 //! the service and its database state need not be `Send`; each thread owns
 //! one tokio-postgres connection and one cache (see `peer_common::Worker`).
 
+mod tfb;
+
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -26,8 +28,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use peer_common::{count_param, DbError, Message, Worker, DB_UNAVAILABLE};
 use serde::Serialize;
+use tfb::{count_param, DbError, Message, Worker, DB_UNAVAILABLE};
 use tokio::net::TcpListener;
 
 const TEXT: &str = "text/plain; charset=utf-8";

@@ -1,4 +1,5 @@
-//! The framework-independent half of the lab's TFB peers (actix, hyper).
+//! The framework-independent half of the lab's TFB peers. `lab/peers/actix/src/tfb.rs`
+//! and `lab/peers/hyper/src/tfb.rs` are identical copies: keep them so.
 //!
 //! Each server worker (an actix worker, or one hyper runtime thread) owns one
 //! [`Worker`]: one tokio-postgres connection with its statements prepared
