@@ -34,6 +34,8 @@ mod server;
 mod stats;
 mod wrk;
 
+pub(crate) use report::count;
+
 use config::ServerSpec;
 use levels::{Level, LevelOptions, TestLevels};
 use progress::{Progress, Step};

@@ -1,6 +1,7 @@
 //! `peregrine-lab`: verify a running server against the spec, and measure
 //! servers side by side.
 
+mod ab;
 mod bench;
 mod verify;
 
@@ -20,6 +21,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Check a running server against SPEC.md (TFB, HttpArena, bad input).
     Verify(verify::VerifyArgs),
+    /// Compare criterion micro-benchmarks between two git revisions.
+    Ab(ab::AbArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,5 +30,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Ab(args) => ab::run(args),
     }
 }
