@@ -74,8 +74,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<SocketAddr, Stri
             },
         }
     }
-    addr.parse()
-        .map_err(|e| format!("bad --addr `{addr}`: {e} (want HOST:PORT with a numeric host)"))
+    addr.parse().map_err(|e| format!("bad --addr `{addr}`: {e} (want HOST:PORT with a numeric host)"))
 }
 
 /// Turns a libc return value into an `io::Result`, naming the failed call.
@@ -91,10 +90,7 @@ fn check(ret: c_int, what: &str) -> io::Result<c_int> {
 fn serve(addr: SocketAddr) -> io::Result<()> {
     let listener = listen(addr)?;
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
-    let epfd = check(
-        unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) },
-        "epoll_create1",
-    )?;
+    let epfd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll_create1")?;
     epoll_ctl(epfd, libc::EPOLL_CTL_ADD, listener, libc::EPOLLIN as u32)?;
     eprintln!("peregrine-floor listening on {addr}");
 
@@ -176,13 +172,8 @@ fn listen(addr: SocketAddr) -> io::Result<c_int> {
         }
     };
     // SAFETY: storage holds an initialized sockaddr of `len` bytes.
-    let ret = unsafe {
-        libc::bind(
-            fd,
-            &storage as *const _ as *const libc::sockaddr,
-            len as libc::socklen_t,
-        )
-    };
+    let ret =
+        unsafe { libc::bind(fd, &storage as *const _ as *const libc::sockaddr, len as libc::socklen_t) };
     check(ret, &format!("bind {addr}"))?;
     // SAFETY: listen takes no pointers; the result is checked.
     check(unsafe { libc::listen(fd, BACKLOG) }, "listen")?;
@@ -204,16 +195,9 @@ fn set_int_opt(fd: c_int, level: c_int, name: c_int, value: c_int, what: &str) -
 }
 
 fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, events: u32) -> io::Result<()> {
-    let mut ev = libc::epoll_event {
-        events,
-        u64: fd as u64,
-    };
+    let mut ev = libc::epoll_event { events, u64: fd as u64 };
     // SAFETY: `ev` is a valid epoll_event that outlives the call.
-    check(
-        unsafe { libc::epoll_ctl(epfd, op, fd, &mut ev) },
-        "epoll_ctl",
-    )
-    .map(|_| ())
+    check(unsafe { libc::epoll_ctl(epfd, op, fd, &mut ev) }, "epoll_ctl").map(|_| ())
 }
 
 /// Accepts until the backlog is empty (the listener is level-triggered, but
@@ -222,8 +206,7 @@ fn accept_all(epfd: c_int, listener: c_int, conns: &mut Vec<Conn>) {
     loop {
         let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
         // SAFETY: null address pointers are allowed: we don't need the peer.
-        let fd =
-            unsafe { libc::accept4(listener, std::ptr::null_mut(), std::ptr::null_mut(), flags) };
+        let fd = unsafe { libc::accept4(listener, std::ptr::null_mut(), std::ptr::null_mut(), flags) };
         if fd < 0 {
             let err = io::Error::last_os_error();
             match err.kind() {
@@ -258,13 +241,7 @@ fn accept_all(epfd: c_int, listener: c_int, conns: &mut Vec<Conn>) {
 /// false when the connection should be closed.
 fn on_readable(epfd: c_int, fd: c_int, conn: &mut Conn, read_buf: &mut [u8]) -> bool {
     // SAFETY: read_buf is a valid, writable buffer of the length passed.
-    let n = unsafe {
-        libc::read(
-            fd,
-            read_buf.as_mut_ptr() as *mut libc::c_void,
-            read_buf.len(),
-        )
-    };
+    let n = unsafe { libc::read(fd, read_buf.as_mut_ptr() as *mut libc::c_void, read_buf.len()) };
     if n == 0 {
         return false;
     }
@@ -330,13 +307,7 @@ fn flush_pending(epfd: c_int, fd: c_int, conn: &mut Conn) -> bool {
     // Rust's runtime sets SIGPIPE to ignored before main, so a write to a
     // peer that hung up returns EPIPE instead of killing the process.
     // SAFETY: pending is a valid buffer of the length passed.
-    let n = unsafe {
-        libc::write(
-            fd,
-            conn.pending.as_ptr() as *const libc::c_void,
-            conn.pending.len(),
-        )
-    };
+    let n = unsafe { libc::write(fd, conn.pending.as_ptr() as *const libc::c_void, conn.pending.len()) };
     if n < 0 {
         let kind = io::Error::last_os_error().kind();
         if !matches!(kind, io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) {
@@ -352,11 +323,7 @@ fn flush_pending(epfd: c_int, fd: c_int, conn: &mut Conn) -> bool {
         return true;
     }
     conn.want_out = want_out;
-    let events = if want_out {
-        libc::EPOLLIN | libc::EPOLLOUT
-    } else {
-        libc::EPOLLIN
-    };
+    let events = if want_out { libc::EPOLLIN | libc::EPOLLOUT } else { libc::EPOLLIN };
     epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, events as u32).is_ok()
 }
 

@@ -24,7 +24,7 @@ pub struct Request<'r> {
     pub(crate) path: &'r str,
     pub(crate) query: Option<&'r str>,
     pub(crate) version: Version,
-    pub(crate) headers: &'r [httparse::Header<'r>],
+    pub(crate) headers: &'r [crate::http::parse::Header<'r>],
     pub(crate) params: Params<'r>,
     pub(crate) body: &'r [u8],
 }

@@ -37,6 +37,9 @@ enum Segment {
 
 struct Route<S> {
     pattern: Box<str>,
+    /// The whole path when the pattern has no parameters: matched with one
+    /// comparison instead of segment by segment.
+    literal: Option<Box<str>>,
     segments: Vec<Segment>,
     param_names: Vec<Box<str>>,
     endpoints: Vec<(Method, Endpoint<S>)>,
@@ -146,8 +149,11 @@ impl<S: 'static> Router<S> {
         let route = match self.routes.iter_mut().position(|r| r.segments == segments) {
             Some(i) => &mut self.routes[i],
             None => {
+                let literal =
+                    segments.iter().all(|s| matches!(s, Segment::Static(_))).then(|| pattern.into());
                 self.routes.push(Route {
                     pattern: pattern.into(),
+                    literal,
                     segments,
                     param_names,
                     endpoints: Vec::new(),
@@ -166,7 +172,7 @@ impl<S: 'static> Router<S> {
         route.endpoints.push((method, endpoint));
         route.allow = allow_header(&route.endpoints);
         // Static routes first, so a literal path beats a pattern.
-        self.routes.sort_by_key(|r| !r.segments.iter().all(|s| matches!(s, Segment::Static(_))));
+        self.routes.sort_by_key(|r| r.literal.is_none());
         self
     }
 
@@ -226,8 +232,11 @@ fn parse_pattern(pattern: &str) -> (Vec<Segment>, Vec<Box<str>>) {
 }
 
 fn match_route<'a, S>(route: &'a Route<S>, path: &'a str) -> Option<Params<'a>> {
-    let rest = path.strip_prefix('/')?;
     let mut params = Params { names: &route.param_names, values: [""; MAX_PATH_PARAMS] };
+    if let Some(literal) = &route.literal {
+        return (literal.as_ref() == path).then_some(params);
+    }
+    let rest = path.strip_prefix('/')?;
     let mut n = 0;
     let mut remaining = Some(rest);
     for segment in &route.segments {

@@ -4,6 +4,7 @@
 pub mod chunked;
 pub mod date;
 pub mod parse;
+mod scan;
 mod status;
 pub mod writer;
 
