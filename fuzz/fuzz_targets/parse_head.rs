@@ -1,14 +1,18 @@
 //! Request-head parsing on arbitrary bytes.
 //!
-//! Besides "never panics", this checks the properties the connection loop
-//! relies on: a complete head lies within the buffer and ends its own blank
-//! line; a head split across reads is never refused or mis-sized while its
-//! prefix arrives; bytes after the head do not change it; tighter limits
-//! only ever turn a result into `HeadTooLarge`; and the framing decision
-//! agrees with an independent reading of `Content-Length` and
-//! `Transfer-Encoding` (the request-smuggling rules). The input is treated
-//! as a pipelined stream, the way the server reads it: after each complete
-//! head its body is skipped and the next head parsed.
+//! The parser is hand-written with unsafe code and SIMD scans, so besides
+//! "never panics" (and AddressSanitizer finding no bad access) this checks
+//! the properties the connection loop relies on: a complete head lies within
+//! the buffer and ends with its blank line; a head split across reads is
+//! never refused or mis-sized while its prefix arrives; bytes after the head
+//! do not change it; tighter limits only ever turn a result into
+//! `HeadTooLarge`; the framing decision agrees with an independent reading
+//! of `Content-Length` and `Transfer-Encoding` (the request-smuggling
+//! rules); and `httparse`, as an oracle, accepts every head peregrine
+//! accepts, with the same fields (peregrine may be stricter, never more
+//! lenient). The input is treated as a pipelined stream, the way the server
+//! reads it: after each complete head its body is skipped and the next head
+//! parsed.
 
 #![no_main]
 
@@ -64,6 +68,10 @@ fn parse(buf: &[u8], limits: &HeadLimits) -> Outcome {
     parse_head(buf, &mut slots, limits).map(|h| h.as_ref().map(summarize))
 }
 
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
@@ -77,11 +85,21 @@ fn trim(mut s: &[u8]) -> &[u8] {
 /// Invariants of one complete head parsed from `buf` with `limits`.
 fn check_complete(buf: &[u8], head: &Summary, limits: &HeadLimits) {
     // Within the buffer and the limits, and ending with its blank line
-    // (httparse accepts bare LF line endings, so only the LF is certain).
+    // (CRLF only: bare LF line endings are refused).
     assert!(head.len > 0 && head.len <= buf.len(), "len {} of {}", head.len, buf.len());
     assert!(head.len <= limits.max_head_bytes);
     assert!(head.headers.len() <= limits.max_headers);
-    assert_eq!(buf[head.len - 1], b'\n');
+    assert!(buf[..head.len].ends_with(b"\r\n\r\n"), "head does not end with CRLF CRLF");
+
+    // Header fields: token names; values trimmed, without control
+    // characters other than HTAB (a CR or LF there would be a smuggling
+    // vector).
+    for (name, value) in &head.headers {
+        assert!(!name.is_empty() && name.bytes().all(is_tchar), "name {name:?}");
+        assert!(!value.starts_with(b" ") && !value.starts_with(b"\t"), "value {value:?}");
+        assert!(!value.ends_with(b" ") && !value.ends_with(b"\t"), "value {value:?}");
+        assert!(value.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f)), "value {value:?}");
+    }
 
     // Request target: origin-form (or absolute-form reduced to it), or `*`
     // for OPTIONS only; the query never leaks into the path.
@@ -147,6 +165,35 @@ fn check_complete(buf: &[u8], head: &Summary, limits: &HeadLimits) {
     }
 }
 
+/// `httparse` must accept a head peregrine accepted, reading the same
+/// length, method, target, version and fields.
+fn check_oracle(buf: &[u8], head: &Summary) {
+    let mut slots = [httparse::EMPTY_HEADER; 256];
+    let mut theirs = httparse::Request::new(&mut slots);
+    match theirs.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => assert_eq!(len, head.len, "length differs"),
+        other => panic!("peregrine accepted a head httparse refuses ({other:?}): {head:?}"),
+    }
+    assert_eq!(theirs.method, Some(head.method_str.as_str()));
+    // peregrine reduces absolute-form targets to their path; compare the
+    // others whole.
+    let their_target = theirs.path.unwrap_or_default();
+    if their_target.starts_with('/') {
+        let ours = match &head.query {
+            Some(q) => format!("{}?{q}", head.path),
+            None => head.path.clone(),
+        };
+        assert_eq!(their_target, ours, "target differs");
+    }
+    let minor = if head.version == Version::Http11 { 1 } else { 0 };
+    assert_eq!(theirs.version, Some(minor), "version differs");
+    assert_eq!(theirs.headers.len(), head.headers.len(), "header count differs");
+    for (t, (name, value)) in theirs.headers.iter().zip(&head.headers) {
+        assert_eq!(t.name, name, "header name differs");
+        assert_eq!(trim(t.value), value.as_slice(), "value of {name} differs");
+    }
+}
+
 /// Parses one head at the start of `buf`, checks it, and returns its length
 /// and framing if it is complete.
 fn check_head(buf: &[u8]) -> Option<(usize, Framing)> {
@@ -171,6 +218,7 @@ fn check_head(buf: &[u8]) -> Option<(usize, Framing)> {
         Ok(None) => assert!(buf.len() <= LIMITS.max_head_bytes),
         Ok(Some(head)) => {
             check_complete(buf, head, &LIMITS);
+            check_oracle(buf, head);
 
             // The head alone parses to the same thing: what follows it (a
             // body, a pipelined request) has no influence.
