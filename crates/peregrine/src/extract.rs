@@ -94,8 +94,8 @@ from_params_tuple!(A 0, B 1, C 2, D 3);
 
 impl<S, T: FromParams> FromRequest<S> for Path<T> {
     fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
-        let n = req.params.names.len();
-        T::from_params(&req.params.values[..n]).map(Path)
+        let (values, n) = req.params.values();
+        T::from_params(&values[..n]).map(Path)
     }
 }
 

@@ -7,12 +7,24 @@ use crate::http::{Method, Version};
 /// Largest number of `{name}` parameters in one route pattern.
 pub const MAX_PATH_PARAMS: usize = 8;
 
-/// Path parameters captured by the router, as raw (still percent-encoded)
+/// Path parameters of the matched route, as raw (still percent-encoded)
 /// slices of the request path.
+///
+/// Only a view: the values are found again when a handler asks for them,
+/// so the common case (a route without parameters, or a handler that does
+/// not read them) builds and moves no array per request.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Params<'r> {
     pub(crate) names: &'r [Box<str>],
-    pub(crate) values: [&'r str; MAX_PATH_PARAMS],
+    pub(crate) pattern: &'r [crate::router::Segment],
+    pub(crate) path: &'r str,
+}
+
+impl<'r> Params<'r> {
+    /// The raw values, in pattern order (at most [`MAX_PATH_PARAMS`]).
+    pub(crate) fn values(&self) -> ([&'r str; MAX_PATH_PARAMS], usize) {
+        crate::router::capture(self.pattern, self.path).unwrap_or(([""; MAX_PATH_PARAMS], 0))
+    }
 }
 
 /// One request, borrowed from the connection's read buffer. Handlers get it
@@ -77,7 +89,8 @@ impl<'r> Request<'r> {
 
     pub(crate) fn raw_param(&self, name: &str) -> Option<&'r str> {
         let i = self.params.names.iter().position(|n| n.as_ref() == name)?;
-        Some(self.params.values[i])
+        let (values, n) = self.params.values();
+        values[..n].get(i).copied()
     }
 
     /// The decoded value of the first query parameter called `name`.

@@ -28,8 +28,9 @@ pub(crate) enum Endpoint<S> {
     Stream(StreamFn<S>),
 }
 
+/// One `/`-separated part of a route pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
+pub(crate) enum Segment {
     Static(Box<str>),
     Param,
     Wildcard,
@@ -232,18 +233,25 @@ fn parse_pattern(pattern: &str) -> (Vec<Segment>, Vec<Box<str>>) {
 }
 
 fn match_route<'a, S>(route: &'a Route<S>, path: &'a str) -> Option<Params<'a>> {
-    let mut params = Params { names: &route.param_names, values: [""; MAX_PATH_PARAMS] };
-    if let Some(literal) = &route.literal {
-        return (literal.as_ref() == path).then_some(params);
-    }
+    let matched = match &route.literal {
+        Some(literal) => literal.as_ref() == path,
+        None => capture(&route.segments, path).is_some(),
+    };
+    matched.then_some(Params { names: &route.param_names, pattern: &route.segments, path })
+}
+
+/// Matches `path` against a pattern, returning the parameter values (raw)
+/// and how many there are.
+pub(crate) fn capture<'a>(pattern: &[Segment], path: &'a str) -> Option<([&'a str; MAX_PATH_PARAMS], usize)> {
     let rest = path.strip_prefix('/')?;
+    let mut values = [""; MAX_PATH_PARAMS];
     let mut n = 0;
     let mut remaining = Some(rest);
-    for segment in &route.segments {
+    for segment in pattern {
         let current = remaining?;
         if *segment == Segment::Wildcard {
-            params.values[n] = current;
-            return Some(params);
+            values[n] = current;
+            return Some((values, n + 1));
         }
         let (part, next) = match current.find('/') {
             Some(i) => (&current[..i], Some(&current[i + 1..])),
@@ -252,14 +260,14 @@ fn match_route<'a, S>(route: &'a Route<S>, path: &'a str) -> Option<Params<'a>> 
         match segment {
             Segment::Static(s) if s.as_ref() == part => {}
             Segment::Param if !part.is_empty() => {
-                params.values[n] = part;
+                values[n] = part;
                 n += 1;
             }
             _ => return None,
         }
         remaining = next;
     }
-    remaining.is_none().then_some(params)
+    remaining.is_none().then_some((values, n))
 }
 
 #[cfg(test)]
@@ -269,7 +277,8 @@ mod tests {
     fn found(router: &Router, method: Method, path: &str) -> Option<Vec<String>> {
         match router.lookup(method, path) {
             Lookup::Found { params, .. } => {
-                Some(params.values[..params.names.len()].iter().map(|s| s.to_string()).collect())
+                let (values, n) = params.values();
+                Some(values[..n].iter().map(|s| s.to_string()).collect())
             }
             _ => None,
         }
