@@ -35,6 +35,8 @@
 //!   embedded SQLite pool.
 //! - [`cache`]: a bounded per-worker cache with expiry.
 
+#![warn(missing_docs)]
+
 pub mod body;
 pub mod cache;
 pub mod config;

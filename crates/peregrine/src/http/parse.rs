@@ -22,14 +22,23 @@ use crate::http::StatusCode;
 /// Request method. `Other` keeps the token in [`Head::method_str`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
+    /// `GET`
     Get,
+    /// `HEAD`
     Head,
+    /// `POST`
     Post,
+    /// `PUT`
     Put,
+    /// `DELETE`
     Delete,
+    /// `PATCH`
     Patch,
+    /// `OPTIONS`
     Options,
+    /// `TRACE`
     Trace,
+    /// `CONNECT`
     Connect,
     /// Any other (syntactically valid) method token.
     Other,
@@ -71,7 +80,9 @@ impl Method {
 /// HTTP version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Version {
+    /// `HTTP/1.0`
     Http10,
+    /// `HTTP/1.1`
     Http11,
 }
 
@@ -112,16 +123,21 @@ pub struct Header<'b> {
 /// A parsed request head borrowing the read buffer.
 #[derive(Debug)]
 pub struct Head<'b, 'h> {
+    /// The method.
     pub method: Method,
+    /// The method token as sent.
     pub method_str: &'b str,
     /// The path, without the query (`*` for asterisk-form).
     pub path: &'b str,
     /// The query, without the `?`.
     pub query: Option<&'b str>,
+    /// The protocol version.
     pub version: Version,
+    /// The header fields, in order.
     pub headers: &'h [Header<'b>],
     /// Length of the head in bytes, including the final blank line.
     pub len: usize,
+    /// How the body that follows is delimited.
     pub framing: Framing,
     /// Whether the connection may stay open after this request.
     pub keep_alive: bool,
