@@ -6,15 +6,81 @@
 //! are for spotting regressions of a few percent or more, not for
 //! publication.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use peregrine::http::chunked::ChunkedDecoder;
 use peregrine::http::date::date_block;
 use peregrine::http::parse::{header_slots, parse_head, HeadLimits};
 use peregrine::response::Response;
 use serde::Serialize;
+
+/// Counts allocations so each benchmark can report what it allocates per
+/// iteration (`peregrine-lab ab` shows it beside the times).
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counters are plain atomics and allocate nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: the caller's contract for `alloc` is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        // SAFETY: as for `dealloc`, and `new_size` comes from the caller.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Runs `routine` outside criterion's timing to count its allocations,
+/// writes them where `peregrine-lab ab` looks (the `alloc.json` protocol in
+/// its `ab` module docs), then benchmarks it.
+fn bench(group: &mut BenchmarkGroup<'_, WallTime>, group_name: &str, name: &str, mut routine: impl FnMut()) {
+    const RUNS: u64 = 2_000;
+    routine();
+    let (allocs, bytes) = (ALLOCS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+    for _ in 0..RUNS {
+        routine();
+    }
+    let allocs = (ALLOCS.load(Ordering::Relaxed) - allocs) as f64 / RUNS as f64;
+    let bytes = (BYTES.load(Ordering::Relaxed) - bytes) as f64 / RUNS as f64;
+    // Where criterion writes: $CRITERION_HOME, else the target directory,
+    // which holds this executable at `<target>/<profile>/deps/<bench>`.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.ancestors().nth(3).map(PathBuf::from)));
+    let home = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target.unwrap_or_else(|| PathBuf::from("target")).join("criterion"));
+    let dir = home.join(group_name).join(name);
+    let json = format!("{{\"bytes_per_iter\": {bytes}, \"allocs_per_iter\": {allocs}}}\n");
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("alloc.json"), json))
+    {
+        eprintln!("could not record allocations for {group_name}/{name}: {e}");
+    }
+    group.bench_function(name, |b| b.iter(&mut routine));
+}
 
 /// The server's default limits.
 const LIMITS: HeadLimits = HeadLimits { max_head_bytes: 16 * 1024, max_headers: 100 };
@@ -57,17 +123,21 @@ fn parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
 
     group.throughput(Throughput::Elements(1));
-    group.bench_function("tfb_plaintext", |b| b.iter(|| parse_all(black_box(TFB_PLAINTEXT))));
+    bench(&mut group, "parse", "tfb_plaintext", || {
+        black_box(parse_all(black_box(TFB_PLAINTEXT)));
+    });
 
     let pipelined = TFB_PLAINTEXT.repeat(PIPELINE_DEPTH);
     group.throughput(Throughput::Elements(PIPELINE_DEPTH as u64));
-    group.bench_function("pipelined_16", |b| {
-        b.iter(|| assert_eq!(parse_all(black_box(&pipelined)), PIPELINE_DEPTH))
+    bench(&mut group, "parse", "pipelined_16", || {
+        assert_eq!(parse_all(black_box(&pipelined)), PIPELINE_DEPTH)
     });
 
     let many = twenty_headers();
     group.throughput(Throughput::Elements(1));
-    group.bench_function("headers_20", |b| b.iter(|| parse_all(black_box(&many))));
+    bench(&mut group, "parse", "headers_20", || {
+        black_box(parse_all(black_box(&many)));
+    });
 
     group.finish();
 }
@@ -75,16 +145,16 @@ fn parse(c: &mut Criterion) {
 fn date(c: &mut Criterion) {
     let mut group = c.benchmark_group("date");
     // What the once-a-second timer does...
-    group.bench_function("format_block", |b| b.iter(|| date_block(black_box(SystemTime::now()))));
+    bench(&mut group, "date", "format_block", || {
+        black_box(date_block(black_box(SystemTime::now())));
+    });
     // ...versus what every response does instead: append the cached block.
     let cached = date_block(SystemTime::now());
     let mut out = Vec::with_capacity(256);
-    group.bench_function("copy_cached_block", |b| {
-        b.iter(|| {
-            out.clear();
-            out.extend_from_slice(black_box(&cached));
-            black_box(&out);
-        })
+    bench(&mut group, "date", "copy_cached_block", || {
+        out.clear();
+        out.extend_from_slice(black_box(&cached));
+        black_box(&out);
     });
     group.finish();
 }
@@ -101,17 +171,17 @@ struct Message {
 /// path performs into the output buffer.
 fn writer(c: &mut Criterion) {
     let mut group = c.benchmark_group("writer");
-    group.bench_function("owned_plaintext", |b| b.iter(|| Response::text(black_box("Hello, World!"))));
-    group.bench_function("owned_json", |b| {
-        b.iter(|| Response::json(black_box(&Message { message: "Hello, World!" })))
+    bench(&mut group, "writer", "owned_plaintext", || {
+        black_box(Response::text(black_box("Hello, World!")));
+    });
+    bench(&mut group, "writer", "owned_json", || {
+        black_box(Response::json(black_box(&Message { message: "Hello, World!" })));
     });
     let mut out = Vec::with_capacity(256);
-    group.bench_function("json_body_in_place", |b| {
-        b.iter(|| {
-            out.clear();
-            serde_json::to_writer(&mut out, black_box(&Message { message: "Hello, World!" })).unwrap();
-            black_box(&out);
-        })
+    bench(&mut group, "writer", "json_body_in_place", || {
+        out.clear();
+        serde_json::to_writer(&mut out, black_box(&Message { message: "Hello, World!" })).unwrap();
+        black_box(&out);
     });
     group.finish();
 }
@@ -142,13 +212,11 @@ fn chunked(c: &mut Criterion) {
         // One reused output buffer, as a connection's body buffer is: a
         // fresh one per iteration would mostly measure page faults.
         let mut out = Vec::with_capacity(TOTAL);
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                out.clear();
-                let mut decoder = ChunkedDecoder::new(1 << 20);
-                let p = decoder.decode(black_box(&body), |c| out.extend_from_slice(c)).unwrap();
-                assert!(p.done && out.len() == TOTAL);
-            })
+        bench(&mut group, "chunked", name, || {
+            out.clear();
+            let mut decoder = ChunkedDecoder::new(1 << 20);
+            let p = decoder.decode(black_box(&body), |c| out.extend_from_slice(c)).unwrap();
+            assert!(p.done && out.len() == TOTAL);
         });
     }
     group.finish();
