@@ -272,10 +272,11 @@ fn main() -> ExitCode {
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
         async move {
+            // No waiting for the database here: a worker that is not yet
+            // accepting leaves connections the kernel gave it stuck in its
+            // backlog. Requests arriving before the pool's first connection
+            // wait for it instead (`PgPool::get_or_wait`).
             let store = store?;
-            if let Err(e) = store.ready(Duration::from_secs(10)).await {
-                tracing::warn!(worker = worker.index, error = %e, "database not ready; serving 503 until it is");
-            }
             Ok::<_, peregrine::db::Error>(build_router(Rc::new(dataset::load().unwrap_or_default()), store))
         }
     });

@@ -311,21 +311,6 @@ impl Store {
         }
     }
 
-    /// Waits until the store can serve: for PostgreSQL, until one of this
-    /// worker's connections is up (at most `within`). A worker calls it
-    /// before accepting connections, so the first requests do not race the
-    /// pool's background connects; if the database is down it gives up and
-    /// requests are answered `503` until the pool reconnects.
-    pub async fn ready(&self, within: Duration) -> Result<(), Error> {
-        match self {
-            Store::Pg(s) => {
-                s.pool.ready(within).await?;
-                s.writers.ready(within).await
-            }
-            Store::Sqlite(_) => Ok(()),
-        }
-    }
-
     /// A uniformly random World id (1..=10000) from this worker's generator.
     pub fn random_id(&self) -> i32 {
         self.rng().borrow_mut().gen_range(1..=WORLD_ROWS)
@@ -334,7 +319,7 @@ impl Store {
     /// The World row `id`.
     pub async fn world(&self, id: i32) -> Result<World, Error> {
         match self {
-            Store::Pg(s) => pg_world(&s.pool.get()?, s.statements.world, id).await,
+            Store::Pg(s) => pg_world(&s.pool.get_or_wait().await?, s.statements.world, id).await,
             Store::Sqlite(s) => {
                 s.pool.run(move |c| c.prepare_cached(SQLITE_SELECT_WORLD)?.query_row([id], world_row)).await
             }
@@ -345,7 +330,7 @@ impl Store {
     /// On PostgreSQL all reads are in flight at once on one connection.
     pub async fn worlds(&self, ids: &[i32]) -> Result<Vec<World>, Error> {
         match self {
-            Store::Pg(s) => pg_worlds(&s.pool.get()?, s.statements.world, ids).await,
+            Store::Pg(s) => pg_worlds(&s.pool.get_or_wait().await?, s.statements.world, ids).await,
             Store::Sqlite(s) => {
                 let ids = ids.to_vec();
                 s.pool.run(move |c| sqlite_worlds(c, &ids)).await
@@ -357,7 +342,7 @@ impl Store {
     pub async fn fortunes(&self) -> Result<Vec<Fortune>, Error> {
         match self {
             Store::Pg(s) => {
-                let rows = s.pool.query(s.statements.fortunes, &[]).await?;
+                let rows = s.pool.get_or_wait().await?.query(s.statements.fortunes, &[]).await?;
                 rows.iter().map(|row| Ok(Fortune { id: row.try_get(0)?, message: row.try_get(1)? })).collect()
             }
             Store::Sqlite(s) => {
@@ -380,7 +365,7 @@ impl Store {
     pub async fn update_worlds(&self, ids: &[i32]) -> Result<Vec<World>, Error> {
         match self {
             Store::Pg(s) => {
-                let conn = s.pool.get()?;
+                let conn = s.pool.get_or_wait().await?;
                 let read = pg_worlds(&conn, s.statements.world, ids).await?;
                 let changes = {
                     let mut rng = s.rng.borrow_mut();
@@ -388,7 +373,7 @@ impl Store {
                 };
                 let (change_ids, values): (Vec<i32>, Vec<i32>) =
                     changes.iter().map(|w| (w.id, w.random_number)).unzip();
-                s.writers.get()?.execute(s.statements.update, &[&change_ids, &values]).await?;
+                s.writers.get_or_wait().await?.execute(s.statements.update, &[&change_ids, &values]).await?;
                 Ok(stored_per_request(ids, &changes))
             }
             Store::Sqlite(s) => {

@@ -128,6 +128,9 @@ struct Shared {
     timeout: Duration,
     /// Signalled whenever a slot comes up; [`PgPool::ready`] waits on it.
     up: Rc<Notify>,
+    /// Whether any slot has ever been up: tells start-up (wait for the
+    /// first connection) from an outage (fail fast).
+    ever_up: Cell<bool>,
     /// Cuts backoff sleeps short: [`PgPool::retry_now`] and pool drop.
     wake: Rc<Notify>,
 }
@@ -199,6 +202,7 @@ impl PgPool {
             next: Cell::new(0),
             timeout: config.timeout,
             up,
+            ever_up: Cell::new(false),
             wake: wake.clone(),
         });
         let connector = Rc::new(Connector {
@@ -246,6 +250,21 @@ impl PgPool {
             }
         }
         best.map(|(_, conn)| self.conn(conn)).ok_or(Error::Unavailable)
+    }
+
+    /// [`PgPool::get`] for request handlers. While the pool has never had a
+    /// connection (the server just started), waits for the first one, at
+    /// most the call timeout, so requests arriving during start-up are not
+    /// refused; once it has been up, an outage fails fast with
+    /// [`Error::Unavailable`] (a `503`) instead of making every request wait.
+    pub async fn get_or_wait(&self) -> Result<PgConn, Error> {
+        match self.get() {
+            Err(Error::Unavailable) if !self.shared.ever_up.get() => {
+                self.ready(self.shared.timeout).await?;
+                self.get()
+            }
+            other => other,
+        }
     }
 
     fn conn(&self, inner: Rc<ConnInner>) -> PgConn {
@@ -304,9 +323,9 @@ impl PgPool {
         self.shared.wake.notify_waiters();
     }
 
-    /// [`PgConn::query_one`] on a connection from [`PgPool::get`].
+    /// [`PgConn::query_one`] on a connection from [`PgPool::get_or_wait`].
     pub async fn query_one(&self, id: StatementId, params: &Params<'_>) -> Result<Row, Error> {
-        self.get()?.query_one(id, params).await
+        self.get_or_wait().await?.query_one(id, params).await
     }
 
     /// [`PgConn::query`] on a connection from [`PgPool::get`].
@@ -429,6 +448,7 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
             Ok(Ok((conn, driver))) => {
                 let Some(shared) = pool.upgrade() else { return };
                 *shared.slots[index].borrow_mut() = Some(conn);
+                shared.ever_up.set(true);
                 shared.up.notify_waiters();
                 // Only the slot may keep the pool alive; the task must not.
                 drop(shared);
