@@ -144,6 +144,34 @@ fn concurrent_queries_pipeline_on_one_connection() {
 }
 
 #[test]
+fn get_or_wait_waits_for_the_first_connection_only() {
+    run_local(async {
+        // A fresh pool has no connection yet: get() refuses at once, while
+        // get_or_wait() waits for the first one.
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let stmt = config.statement("SELECT 1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        assert_eq!(pool.get().err(), Some(Error::Unavailable));
+        let conn = pool.get_or_wait().await.expect("first connection");
+        let row = conn.query_one(stmt, &[]).await.expect("query");
+        assert_eq!(row.get::<_, i32>(0), 1);
+
+        // Never reachable: get_or_wait gives up after the call timeout,
+        // not at once and not later.
+        let port =
+            TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("ephemeral port").port();
+        let mut config = PgConfig::new(format!("postgres://u:p@127.0.0.1:{port}/db"));
+        config.timeout = Duration::from_millis(300);
+        let pool = PgPool::new(config).expect("pool");
+        let started = Instant::now();
+        assert_eq!(pool.get_or_wait().await.err(), Some(Error::Unavailable));
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(1), "took {took:?}");
+    });
+}
+
+#[test]
 fn unreachable_database_fails_fast() {
     run_local(async {
         // A port nobody listens on: bind one, then release it.

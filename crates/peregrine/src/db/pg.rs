@@ -323,9 +323,9 @@ impl PgPool {
         self.shared.wake.notify_waiters();
     }
 
-    /// [`PgConn::query_one`] on a connection from [`PgPool::get_or_wait`].
+    /// [`PgConn::query_one`] on a connection from [`PgPool::get`].
     pub async fn query_one(&self, id: StatementId, params: &Params<'_>) -> Result<Row, Error> {
-        self.get_or_wait().await?.query_one(id, params).await
+        self.get()?.query_one(id, params).await
     }
 
     /// [`PgConn::query`] on a connection from [`PgPool::get`].
