@@ -57,7 +57,10 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Tests to run (comma-separated), each a key of the servers' `paths`.
-    #[arg(long, value_delimiter = ',', default_value = "plaintext,json")]
+    /// The default is the seven TFB test types; the database tests need the
+    /// servers' database (e.g. DATABASE_URL from `scripts/pg start`) and are
+    /// marked as failed runs for a server that answers them with errors.
+    #[arg(long, value_delimiter = ',', default_value = "plaintext,json,db,queries,fortunes,updates,cached")]
     tests: Vec<String>,
     /// Rounds per test [default: 3, or 1 with --quick].
     #[arg(long)]
