@@ -72,6 +72,16 @@ pub fn split_share(share: usize) -> (usize, usize) {
     }
 }
 
+/// The two tables, in SQL both PostgreSQL and SQLite accept.
+const SCHEMA_SQL: &str = "CREATE TABLE IF NOT EXISTS world (
+         id integer PRIMARY KEY,
+         randomnumber integer NOT NULL
+     );
+     CREATE TABLE IF NOT EXISTS fortune (
+         id integer PRIMARY KEY,
+         message varchar(2048) NOT NULL
+     );";
+
 const PG_SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
 const PG_SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
 /// All of one request's new values in one statement; ids arrive sorted so
@@ -474,17 +484,7 @@ async fn pg_ensure_schema(base: &PgConfig, rng: &mut SmallRng) -> Result<(), Err
 }
 
 async fn pg_create_and_seed(conn: &PgConn, rng: &mut SmallRng) -> Result<(), Error> {
-    conn.batch_execute(
-        "CREATE TABLE IF NOT EXISTS world (
-             id integer PRIMARY KEY,
-             randomnumber integer NOT NULL
-         );
-         CREATE TABLE IF NOT EXISTS fortune (
-             id integer PRIMARY KEY,
-             message varchar(2048) NOT NULL
-         );",
-    )
-    .await?;
+    conn.batch_execute(SCHEMA_SQL).await?;
     let client = conn.client();
     let worlds: i64 = conn.timed(client.query_one("SELECT count(*) FROM world", &[])).await?.try_get(0)?;
     if worlds < i64::from(WORLD_ROWS) {
@@ -522,16 +522,7 @@ async fn sqlite_ensure_schema(pool: &SqlitePool, rng: &mut SmallRng) -> Result<(
         // One IMMEDIATE transaction: racing callers take turns, and a crash
         // midway leaves nothing half-seeded.
         let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute_batch(
-            "CREATE TABLE IF NOT EXISTS world (
-                 id integer PRIMARY KEY,
-                 randomnumber integer NOT NULL
-             );
-             CREATE TABLE IF NOT EXISTS fortune (
-                 id integer PRIMARY KEY,
-                 message varchar(2048) NOT NULL
-             );",
-        )?;
+        tx.execute_batch(SCHEMA_SQL)?;
         let worlds: i64 = tx.query_row("SELECT count(*) FROM world", [], |r| r.get(0))?;
         if worlds < i64::from(WORLD_ROWS) {
             let mut insert = tx.prepare("INSERT OR IGNORE INTO world (id, randomnumber) VALUES (?1, ?2)")?;

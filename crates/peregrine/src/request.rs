@@ -127,16 +127,18 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Cow<'_, str> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 3;
+            b'%' if i + 2 < bytes.len() => {
+                match (crate::http::hex_digit(bytes[i + 1]), crate::http::hex_digit(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push(h << 4 | l);
+                        i += 3;
+                    }
+                    _ => {
+                        out.push(b'%');
+                        i += 1;
+                    }
                 }
-                _ => {
-                    out.push(b'%');
-                    i += 1;
-                }
-            },
+            }
             b'+' if plus_is_space => {
                 out.push(b' ');
                 i += 1;
@@ -150,15 +152,6 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Cow<'_, str> {
     match String::from_utf8(out) {
         Ok(s) => Cow::Owned(s),
         Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    }
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }
 

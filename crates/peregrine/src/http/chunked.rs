@@ -123,7 +123,7 @@ impl ChunkedDecoder {
         while i < input.len() {
             let b = input[i];
             match self.state {
-                State::Size => match hex_value(b) {
+                State::Size => match crate::http::hex_digit(b) {
                     Some(v) => {
                         if self.digits == MAX_SIZE_DIGITS {
                             return Err(ChunkedError::Invalid("chunk size too long"));
@@ -257,15 +257,6 @@ impl ChunkedDecoder {
             }
         }
         Ok(Progress { consumed: i, done: self.state == State::Done })
-    }
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }
 
