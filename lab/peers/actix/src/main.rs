@@ -8,7 +8,7 @@
 //! Each actix worker builds its own App, and with it (through
 //! `data_factory`) its own tokio-postgres connection and cache.
 
-mod tfb;
+use peer_common as tfb;
 
 use std::net::SocketAddr;
 

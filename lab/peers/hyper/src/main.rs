@@ -12,7 +12,7 @@
 //! the service and its database state need not be `Send`; each thread owns
 //! one tokio-postgres connection and one cache (see `peer_common::Worker`).
 
-mod tfb;
+use peer_common as tfb;
 
 use std::convert::Infallible;
 use std::io;

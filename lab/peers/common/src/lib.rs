@@ -1,5 +1,5 @@
-//! The framework-independent half of the lab's TFB peers. `lab/peers/actix/src/tfb.rs`
-//! and `lab/peers/hyper/src/tfb.rs` are identical copies: keep them so.
+//! The framework-independent half of the lab's TFB peers, shared by
+//! `lab/peers/actix` and `lab/peers/hyper` so both do the same database work.
 //!
 //! Each server worker (an actix worker, or one hyper runtime thread) owns one
 //! [`Worker`]: one tokio-postgres connection with its statements prepared
