@@ -714,17 +714,15 @@ mod tests {
         });
     }
 
-    /// PostgreSQL tests run when `PEREGRINE_PG_TESTS=1` (scripts/test sets it
-    /// with `DATABASE_URL`); they work in a private schema so they neither
-    /// see nor disturb the real tables.
-    fn pg_url() -> Option<String> {
-        if std::env::var("PEREGRINE_PG_TESTS").ok().as_deref() != Some("1") {
-            return None;
-        }
+    /// The PostgreSQL test needs `DATABASE_URL` (scripts/test starts the
+    /// private cluster and sets it) and fails rather than skip without it,
+    /// like the library's db_pg tests. It works in a private schema so it
+    /// neither sees nor disturbs the real tables.
+    fn pg_url() -> String {
         match std::env::var("DATABASE_URL") {
-            Ok(url) if !url.is_empty() => Some(url),
+            Ok(url) if !url.is_empty() => url,
             _ => panic!(
-                "PEREGRINE_PG_TESTS=1 but DATABASE_URL is not set: run via scripts/test, \
+                "DATABASE_URL is not set: run scripts/test, \
                  or `scripts/pg start` and export the DATABASE_URL it prints"
             ),
         }
@@ -732,10 +730,7 @@ mod tests {
 
     #[test]
     fn pg_store_end_to_end() {
-        let Some(url) = pg_url() else {
-            eprintln!("skipping: PEREGRINE_PG_TESTS is not 1");
-            return;
-        };
+        let url = pg_url();
         run_local(async move {
             use peregrine::db::pg::tokio_postgres;
             let schema = format!("peregrine_store_test_{}", std::process::id());
