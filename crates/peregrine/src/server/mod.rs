@@ -106,6 +106,7 @@ impl Server {
         Fut::Output: IntoApp<S>,
         S: 'static,
     {
+        raise_fd_limit();
         let addr = addr
             .to_socket_addrs()?
             .next()
@@ -225,6 +226,31 @@ fn bind(addr: SocketAddr, backlog: u32) -> io::Result<StdListener> {
     Ok(socket.into())
 }
 
+/// Raises this process's soft limit on open files to its hard limit.
+///
+/// Every connection is a file descriptor, and the usual soft limit (1,024)
+/// would refuse connections long before `max_connections_per_worker`; the
+/// hard limit is what the administrator allows. Best effort: on failure the
+/// server runs with the limit it has, and `accept` errors say why.
+fn raise_fd_limit() {
+    // SAFETY: `limit` is a valid rlimit that getrlimit fills and setrlimit
+    // reads; both only concern this process.
+    unsafe {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max {
+            return;
+        }
+        let wanted = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 {
+            tracing::warn!(
+                soft = limit.rlim_cur,
+                hard = limit.rlim_max,
+                "could not raise the open-file limit"
+            );
+        }
+    }
+}
+
 /// Blocks until SIGINT or SIGTERM.
 fn wait_for_signal() -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -262,5 +288,26 @@ fn pin_to_cpu(cpu: usize) {
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             tracing::warn!(cpu, "could not pin worker");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fd_limit_is_raised_to_the_hard_limit() {
+        // SAFETY: as in `raise_fd_limit`.
+        let read = || unsafe {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+            limit
+        };
+        let hard = read().rlim_max;
+        // Lower the soft limit first so the test shows the raise happening
+        // even where soft already equals hard (as on CI machines).
+        let lowered = libc::rlimit { rlim_cur: hard.min(512), rlim_max: hard };
+        // SAFETY: lowering the soft limit of this test process is harmless.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
+        super::raise_fd_limit();
+        assert_eq!(read().rlim_cur, hard);
     }
 }
