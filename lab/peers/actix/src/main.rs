@@ -10,8 +10,6 @@
 
 use peer_common as tfb;
 
-use std::net::SocketAddr;
-
 use actix_web::http::header::{self, ContentType, HeaderValue};
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
@@ -72,46 +70,10 @@ fn unavailable(e: DbError) -> HttpResponse {
     HttpResponse::ServiceUnavailable().content_type(ContentType::json()).body(DB_UNAVAILABLE)
 }
 
-struct Args {
-    addr: SocketAddr,
-    workers: usize,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let port = match std::env::var("PORT") {
-        Ok(p) => p.parse::<u16>().map_err(|_| format!("PORT is not a port number: {p:?}"))?,
-        Err(_) => 8080,
-    };
-    let mut args = Args {
-        addr: SocketAddr::from(([0, 0, 0, 0], port)),
-        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let mut argv = std::env::args().skip(1);
-    while let Some(flag) = argv.next() {
-        let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--addr" => {
-                let v = value()?;
-                args.addr = v.parse().map_err(|_| format!("--addr: not HOST:PORT: {v:?}"))?;
-            }
-            "--workers" => {
-                let v = value()?;
-                args.workers =
-                    v.parse().ok().filter(|&n| n > 0).ok_or(format!("--workers: not a count: {v:?}"))?;
-            }
-            _ => {
-                return Err(format!(
-                    "unknown argument {flag:?} (usage: peer-actix [--addr HOST:PORT] [--workers N])"
-                ))
-            }
-        }
-    }
-    Ok(args)
-}
-
 #[actix_web::main]
 async fn main() -> std::io::Result<()> {
-    let args = parse_args().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let args = tfb::parse_args("peer-actix")
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let url = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty());
     if url.is_none() {
         eprintln!("DATABASE_URL is not set: the database tests will answer 503");

@@ -14,6 +14,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -354,4 +355,46 @@ mod tests {
             "{html}"
         );
     }
+}
+
+/// Command line shared by the peers: `--addr HOST:PORT` (or `PORT`) and
+/// `--workers N` (default: the CPUs available).
+pub struct Args {
+    /// Address to listen on.
+    pub addr: SocketAddr,
+    /// Worker threads.
+    pub workers: usize,
+}
+
+/// Parses the command line; `program` names the peer in the usage message.
+pub fn parse_args(program: &str) -> Result<Args, String> {
+    let port = match std::env::var("PORT") {
+        Ok(p) => p.parse::<u16>().map_err(|_| format!("PORT is not a port number: {p:?}"))?,
+        Err(_) => 8080,
+    };
+    let mut args = Args {
+        addr: SocketAddr::from(([0, 0, 0, 0], port)),
+        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut argv = std::env::args().skip(1);
+    while let Some(flag) = argv.next() {
+        let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--addr" => {
+                let v = value()?;
+                args.addr = v.parse().map_err(|_| format!("--addr: not HOST:PORT: {v:?}"))?;
+            }
+            "--workers" => {
+                let v = value()?;
+                args.workers =
+                    v.parse().ok().filter(|&n| n > 0).ok_or(format!("--workers: not a count: {v:?}"))?;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument {flag:?} (usage: {program} [--addr HOST:PORT] [--workers N])"
+                ))
+            }
+        }
+    }
+    Ok(args)
 }

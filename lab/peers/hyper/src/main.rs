@@ -140,45 +140,8 @@ fn run_worker(listener: std::net::TcpListener, url: Option<String>) -> io::Resul
     })
 }
 
-struct Args {
-    addr: SocketAddr,
-    workers: usize,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let port = match std::env::var("PORT") {
-        Ok(p) => p.parse::<u16>().map_err(|_| format!("PORT is not a port number: {p:?}"))?,
-        Err(_) => 8080,
-    };
-    let mut args = Args {
-        addr: SocketAddr::from(([0, 0, 0, 0], port)),
-        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let mut argv = std::env::args().skip(1);
-    while let Some(flag) = argv.next() {
-        let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--addr" => {
-                let v = value()?;
-                args.addr = v.parse().map_err(|_| format!("--addr: not HOST:PORT: {v:?}"))?;
-            }
-            "--workers" => {
-                let v = value()?;
-                args.workers =
-                    v.parse().ok().filter(|&n| n > 0).ok_or(format!("--workers: not a count: {v:?}"))?;
-            }
-            _ => {
-                return Err(format!(
-                    "unknown argument {flag:?} (usage: peer-hyper [--addr HOST:PORT] [--workers N])"
-                ))
-            }
-        }
-    }
-    Ok(args)
-}
-
 fn main() {
-    let args = match parse_args() {
+    let args = match tfb::parse_args("peer-hyper") {
         Ok(args) => args,
         Err(e) => {
             eprintln!("peer-hyper: {e}");
