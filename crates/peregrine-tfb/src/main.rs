@@ -46,8 +46,9 @@ Environment:
                      sqlite://PATH selects a SQLite file; unset: embedded
                      SQLite in --data-dir. Tables are created and seeded if
                      missing.
-  DATABASE_MAX_CONN  PostgreSQL connections across all workers
-                     (default: 2 per worker).
+  DATABASE_MAX_CONN  PostgreSQL connections across all workers (default:
+                     17 per worker: one pipelined connection for reads,
+                     the rest for the commits of /updates).
   RUST_LOG           log filter (default: info).
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
