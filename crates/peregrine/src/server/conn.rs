@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -116,7 +117,8 @@ pub(crate) async fn serve<S: 'static>(
                 // Closing with unread input makes the kernel send a reset,
                 // which can destroy the response before the client reads it
                 // (RFC 9112 §9.6): half-close and drain briefly first.
-                linger_close(stream, !conn.rbuf.is_empty()).await;
+                let drain = if conn.rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
+                linger_close(stream, drain).await;
                 return;
             }
             Step::Await { fut, reply } => {
@@ -158,7 +160,7 @@ pub(crate) async fn serve<S: 'static>(
                 }
                 if !conn.write_deferred(response, reply) {
                     let _ = conn.flush(&mut stream).await;
-                    linger_close(stream, true).await;
+                    linger_close(stream, UNREAD_DRAIN).await;
                     return;
                 }
             }
@@ -177,19 +179,26 @@ async fn run_handler(fut: ResponseFuture) -> Response {
     }
 }
 
-async fn linger_close(mut stream: TcpStream, unread_input: bool) {
+/// How long a closing connection with unread input keeps discarding it.
+const UNREAD_DRAIN: Duration = Duration::from_millis(500);
+
+/// Half-closes `stream`, then discards what the client still sends for up
+/// to `drain`. Closing outright with input pending makes the kernel send a
+/// reset, which can destroy the last response before the client reads it.
+pub(crate) async fn linger_close(mut stream: TcpStream, drain: Duration) {
     let _ = stream.shutdown().await;
-    if unread_input {
-        let mut sink = [0u8; 4096];
-        let drain = async {
-            while let Ok(n) = stream.read(&mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), drain).await;
+    if drain.is_zero() {
+        return;
     }
+    let mut sink = [0u8; 4096];
+    let discard = async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(drain, discard).await;
 }
 
 impl<S: 'static> Conn<S> {
@@ -442,8 +451,16 @@ fn send_continue(out: &mut Vec<u8>, sent: &mut bool, expected: bool) {
 }
 
 fn write_parse_error(out: &mut Vec<u8>, date: &crate::http::date::DateBlock, e: ParseError) {
-    let mut body = Vec::with_capacity(64);
-    body.extend_from_slice(e.reason().as_bytes());
-    body.push(b'\n');
-    ResponseWriter::new(out, date, ConnectionHeader::Close, false).write(e.status(), TEXT_UTF8, [], &body);
+    let reason = e.reason().as_bytes();
+    let _ = ResponseWriter::new(out, date, ConnectionHeader::Close, false).write_with(
+        e.status(),
+        TEXT_UTF8,
+        [],
+        reason.len() + 1,
+        |body| {
+            body.extend_from_slice(reason);
+            body.push(b'\n');
+            Ok::<(), std::convert::Infallible>(())
+        },
+    );
 }

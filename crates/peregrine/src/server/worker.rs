@@ -8,7 +8,6 @@ use std::rc::Rc;
 use std::time::{Instant, SystemTime};
 
 use slab::Slab;
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -122,7 +121,7 @@ impl Worker {
         // ticks land just after each wall-clock second, so rounding the time
         // since the first one gives the number of seconds that passed.
         let now = Instant::now();
-        let first = *self.first_tick.get().get_or_insert(now);
+        let first = self.first_tick.get().unwrap_or(now);
         self.first_tick.set(Some(first));
         let elapsed = (now - first).as_secs_f64().round() as u64;
         self.clock.set((self.clock.get() + 1).max(elapsed + 1));
@@ -241,7 +240,7 @@ fn accept<S: 'static>(stream: TcpStream, worker: &Rc<Worker>, router: &Rc<Router
 
 /// Answers a connection over the limit with `503` and closes it, so the
 /// client gets a clear answer instead of a hang in the backlog.
-fn refuse(mut stream: TcpStream, worker: &Worker) {
+fn refuse(stream: TcpStream, worker: &Worker) {
     let mut out = Vec::with_capacity(192);
     let date = worker.date();
     ResponseWriter::new(&mut out, &date, ConnectionHeader::Close, false).write(
@@ -251,21 +250,9 @@ fn refuse(mut stream: TcpStream, worker: &Worker) {
         b"connection limit reached\n",
     );
     let _ = stream.try_write(&out);
-    // Half-close, then discard what the client sends for a moment: closing
-    // at once would answer its request with a reset that can destroy the
-    // 503 before the client reads it.
-    tokio::task::spawn_local(async move {
-        let _ = stream.shutdown().await;
-        let mut sink = [0u8; 1024];
-        let drain = async {
-            while let Ok(n) = tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
-    });
+    // The client's request is still unread: linger so the 503 is not lost
+    // to a reset.
+    tokio::task::spawn_local(conn::linger_close(stream, std::time::Duration::from_secs(1)));
 }
 
 async fn tick_forever(worker: Rc<Worker>) {
