@@ -11,11 +11,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use crate::error::Error;
 use crate::http::chunked::{ChunkedDecoder, ChunkedError};
 use crate::http::parse::Framing;
+use crate::server::transport::Io;
 use crate::server::worker::{ConnTimer, Wait, Worker};
 use crate::server::ReadBuf;
 
@@ -36,7 +36,7 @@ enum Decoding {
 }
 
 pub(crate) struct BodyInner {
-    stream: TcpStream,
+    stream: Io,
     rbuf: ReadBuf,
     decoding: Decoding,
     progress: BodyProgress,
@@ -47,7 +47,7 @@ pub(crate) struct BodyInner {
 
 impl BodyInner {
     pub(crate) fn new(
-        stream: TcpStream,
+        stream: Io,
         rbuf: ReadBuf,
         framing: Framing,
         limit: u64,
@@ -62,7 +62,7 @@ impl BodyInner {
         BodyInner { stream, rbuf, decoding, progress, read_so_far: 0, worker, timer }
     }
 
-    pub(crate) fn into_parts(self) -> (TcpStream, ReadBuf, BodyProgress) {
+    pub(crate) fn into_parts(self) -> (Io, ReadBuf, BodyProgress) {
         (self.stream, self.rbuf, self.progress)
     }
 

@@ -43,6 +43,9 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod extract;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handler;
 pub mod http;
 pub mod request;

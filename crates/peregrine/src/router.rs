@@ -207,7 +207,7 @@ fn allow_header<S>(endpoints: &[(Method, Endpoint<S>)]) -> String {
     methods.join(", ")
 }
 
-fn parse_pattern(pattern: &str) -> (Vec<Segment>, Vec<Box<str>>) {
+pub(crate) fn parse_pattern(pattern: &str) -> (Vec<Segment>, Vec<Box<str>>) {
     assert!(pattern.starts_with('/'), "route pattern {pattern:?} must start with '/'");
     let mut segments = Vec::new();
     let mut names: Vec<Box<str>> = Vec::new();

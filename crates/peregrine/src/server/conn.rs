@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::body::{Body, BodyInner, BodyProgress};
 use crate::handler::{BodyConsumer, ResponseFuture};
@@ -27,6 +26,7 @@ use crate::request::{Params, Request};
 use crate::response::{IntoResponse, Response, TEXT_UTF8};
 use crate::router::{Endpoint, Lookup, Router};
 use crate::server::readbuf::ReadBuf;
+use crate::server::transport::Io;
 use crate::server::worker::{ConnTimer, Registration, Wait, Worker};
 
 /// Smallest read we ask the kernel for.
@@ -77,7 +77,7 @@ struct Conn<S: 'static> {
 
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve<S: 'static>(
-    mut stream: TcpStream,
+    mut stream: Io,
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
     timer: Rc<ConnTimer>,
@@ -185,7 +185,7 @@ const UNREAD_DRAIN: Duration = Duration::from_millis(500);
 /// Half-closes `stream`, then discards what the client still sends for up
 /// to `drain`. Closing outright with input pending makes the kernel send a
 /// reset, which can destroy the last response before the client reads it.
-pub(crate) async fn linger_close(mut stream: TcpStream, drain: Duration) {
+pub(crate) async fn linger_close(mut stream: Io, drain: Duration) {
     let _ = stream.shutdown().await;
     if drain.is_zero() {
         return;
@@ -389,7 +389,7 @@ impl<S: 'static> Conn<S> {
     }
 
     /// Writes all queued output.
-    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn flush(&mut self, stream: &mut Io) -> std::io::Result<()> {
         if self.out.is_empty() {
             return Ok(());
         }
@@ -404,7 +404,7 @@ impl<S: 'static> Conn<S> {
 
     /// Reads more input. Returns `false` when the connection is finished
     /// (end of input, error, or a timeout that shut the socket).
-    async fn read(&mut self, stream: &mut TcpStream, need: usize) -> bool {
+    async fn read(&mut self, stream: &mut Io, need: usize) -> bool {
         let worker = &self.worker;
         let (wait, deadline) = if self.rbuf.is_empty() {
             self.rbuf.shrink();

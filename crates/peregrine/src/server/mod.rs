@@ -5,8 +5,9 @@
 //! `current_thread` runtime and keeps every connection it accepts for that
 //! connection's whole life. Workers share nothing on the request path.
 
-mod conn;
+pub(crate) mod conn;
 mod readbuf;
+pub(crate) mod transport;
 pub(crate) mod worker;
 
 use std::future::Future;

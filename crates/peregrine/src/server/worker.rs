@@ -18,6 +18,7 @@ use crate::http::writer::{ConnectionHeader, ResponseWriter};
 use crate::http::StatusCode;
 use crate::router::Router;
 use crate::server::conn;
+use crate::server::transport::Io;
 
 /// What a connection is waiting for, which decides its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +98,7 @@ impl Worker {
         self.shutting_down.get()
     }
 
-    fn register(&self, fd: RawFd) -> (usize, Rc<ConnTimer>) {
+    pub(crate) fn register(&self, fd: RawFd) -> (usize, Rc<ConnTimer>) {
         let timer = Rc::new(ConnTimer { fd, wait: Cell::new(Wait::Idle), deadline: Cell::new(u64::MAX) });
         let key = self.conns.borrow_mut().insert(Rc::clone(&timer));
         (key, timer)
@@ -177,6 +178,12 @@ pub(crate) struct Registration {
     key: usize,
 }
 
+impl Registration {
+    pub(crate) fn new(worker: Rc<Worker>, key: usize) -> Registration {
+        Registration { worker, key }
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         self.worker.unregister(self.key);
@@ -234,8 +241,14 @@ fn accept<S: 'static>(stream: TcpStream, worker: &Rc<Worker>, router: &Rc<Router
     }
     let (key, timer) = worker.register(stream.as_raw_fd());
     timer.arm(Wait::Idle, worker.deadline_after(worker.config.idle_timeout));
-    let registration = Registration { worker: Rc::clone(worker), key };
-    tokio::task::spawn_local(conn::serve(stream, Rc::clone(worker), Rc::clone(router), timer, registration));
+    let registration = Registration::new(Rc::clone(worker), key);
+    tokio::task::spawn_local(conn::serve(
+        Io::Tcp(stream),
+        Rc::clone(worker),
+        Rc::clone(router),
+        timer,
+        registration,
+    ));
 }
 
 /// Answers a connection over the limit with `503` and closes it, so the
@@ -252,7 +265,7 @@ fn refuse(stream: TcpStream, worker: &Worker) {
     let _ = stream.try_write(&out);
     // The client's request is still unread: linger so the 503 is not lost
     // to a reset.
-    tokio::task::spawn_local(conn::linger_close(stream, std::time::Duration::from_secs(1)));
+    tokio::task::spawn_local(conn::linger_close(Io::Tcp(stream), std::time::Duration::from_secs(1)));
 }
 
 async fn tick_forever(worker: Rc<Worker>) {

@@ -1,0 +1,62 @@
+//! The byte stream a connection is served over.
+//!
+//! In a running server this is always a TCP socket. With the `fuzzing`
+//! feature it can also be an in-memory pipe, so the connection state machine
+//! can be driven with arbitrary bytes, split at arbitrary points, without
+//! sockets or timing in the way (see [`crate::fuzzing`]). Without that
+//! feature the enum has a single variant and every `match` compiles to a
+//! direct call.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A connection's transport.
+pub(crate) enum Io {
+    Tcp(TcpStream),
+    #[cfg(feature = "fuzzing")]
+    Memory(tokio::io::DuplexStream),
+}
+
+impl AsyncRead for Io {
+    #[inline]
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(feature = "fuzzing")]
+            Io::Memory(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    #[inline]
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(feature = "fuzzing")]
+            Io::Memory(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    #[inline]
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Tcp(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(feature = "fuzzing")]
+            Io::Memory(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    #[inline]
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(feature = "fuzzing")]
+            Io::Memory(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
