@@ -25,14 +25,14 @@
 
 mod chart;
 mod composite;
-mod config;
+pub(crate) mod config;
 mod levels;
 mod procfs;
 mod progress;
 mod report;
-mod server;
+pub(crate) mod server;
 mod stats;
-mod wrk;
+pub(crate) mod wrk;
 
 pub(crate) use report::count;
 

@@ -3,6 +3,7 @@
 
 mod ab;
 mod bench;
+mod stress;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,10 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Compare criterion micro-benchmarks between two git revisions.
     Ab(ab::AbArgs),
+    /// Robustness scenarios: overload, noisy, slow clients, soak, database
+    /// faults, shutdown under load. Each prints its figures and exits 1 when
+    /// a limit is broken.
+    Stress(stress::StressArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,5 +36,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Ab(args) => ab::run(args),
+        Command::Stress(args) => stress::run(args),
     }
 }

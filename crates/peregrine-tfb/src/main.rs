@@ -14,8 +14,8 @@ use clap::Parser;
 use peregrine::cache::LocalCache;
 use peregrine::http::writer::ResponseWriter;
 use peregrine::{
-    Body, Content, Error, FromRequest, Html, IntoResponse, Json, Path, Query, Request, Router, Server, State,
-    StatusCode,
+    Body, Config, Content, Error, FromRequest, Html, IntoResponse, Json, Path, Query, Request, Router,
+    Server, State, StatusCode,
 };
 use sailfish::TemplateSimple;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,18 @@ struct Cli {
     /// unset. Created and seeded on first start.
     #[arg(long, default_value = "peregrine-data")]
     data_dir: PathBuf,
+    /// Open connections allowed per worker; beyond it new connections get
+    /// `503` and are closed. Lowered automatically to fit the open-file
+    /// limit.
+    #[arg(long, value_name = "N", default_value_t = Config::default().max_connections_per_worker)]
+    max_connections: usize,
+    /// Seconds a client may take to send a request's headers before it gets
+    /// `408` and is disconnected.
+    #[arg(long, value_name = "SECS", default_value_t = Config::default().header_timeout.as_secs())]
+    header_timeout: u64,
+    /// Seconds an idle keep-alive connection is kept open.
+    #[arg(long, value_name = "SECS", default_value_t = Config::default().idle_timeout.as_secs())]
+    idle_timeout: u64,
 }
 
 const AFTER_HELP: &str = "\
@@ -255,7 +267,11 @@ fn main() -> ExitCode {
     if let Some(n) = cli.workers {
         server = server.workers(n);
     }
-    server.config_mut().pin_workers = cli.pin;
+    let config = server.config_mut();
+    config.pin_workers = cli.pin;
+    config.max_connections_per_worker = cli.max_connections.max(1);
+    config.header_timeout = Duration::from_secs(cli.header_timeout.max(1));
+    config.idle_timeout = Duration::from_secs(cli.idle_timeout.max(1));
     let workers = server.config_mut().workers;
     let store_config = match StoreConfig::from_env(&cli.data_dir, workers) {
         Ok(c) => c,

@@ -14,7 +14,8 @@ pub struct Config {
     /// Listen backlog per worker.
     pub backlog: u32,
     /// Open connections per worker; beyond it new connections are answered
-    /// `503` and closed.
+    /// `503` and closed. Lowered at start when the process's open-file limit
+    /// could not hold every worker's connections plus a reserve.
     pub max_connections_per_worker: usize,
     /// Largest request line plus headers (`431` beyond).
     pub max_head_bytes: usize,

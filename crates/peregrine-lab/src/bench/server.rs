@@ -124,6 +124,31 @@ impl RunningServer {
         }
     }
 
+    /// Sends SIGTERM without waiting.
+    pub fn send_sigterm(&self) -> io::Result<()> {
+        let pid = libc::pid_t::try_from(self.child.id())
+            .map_err(|_| io::Error::other("server PID does not fit pid_t"))?;
+        // SAFETY: as in `terminate`: our own un-reaped child.
+        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `within` for the server to exit; `None` if it still runs.
+    pub fn wait_exit(&mut self, within: Duration) -> io::Result<Option<std::process::ExitStatus>> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            sleep(Duration::from_millis(5));
+        }
+    }
+
     /// SIGTERM, up to five seconds to exit, then SIGKILL.
     pub fn stop(mut self) -> io::Result<()> {
         self.terminate()

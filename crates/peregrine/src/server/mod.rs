@@ -107,20 +107,31 @@ impl Server {
         Fut::Output: IntoApp<S>,
         S: 'static,
     {
-        raise_fd_limit();
+        let fd_limit = raise_fd_limit();
+        let mut config = self.config;
+        let count = config.workers.max(1);
+        let limit = connection_limit(config.max_connections_per_worker, count, fd_limit);
+        if limit < config.max_connections_per_worker {
+            tracing::info!(
+                per_worker = limit,
+                configured = config.max_connections_per_worker,
+                open_file_limit = fd_limit,
+                "connection limit lowered to fit the open-file limit"
+            );
+            config.max_connections_per_worker = limit;
+        }
         let addr = addr
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "address resolved to nothing"))?;
-        let count = self.config.workers.max(1);
         // Bind every listener before starting anything, so a busy port is
         // reported at once. With port 0 the first bind picks the port and
         // the others join it.
-        let first = bind(addr, self.config.backlog)?;
+        let first = bind(addr, config.backlog)?;
         let local_addr = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..count {
-            listeners.push(bind(local_addr, self.config.backlog)?);
+            listeners.push(bind(local_addr, config.backlog)?);
         }
 
         let cpus = allowed_cpus();
@@ -130,7 +141,7 @@ impl Server {
         let mut threads = Vec::with_capacity(count);
         for (index, listener) in listeners.into_iter().enumerate() {
             let app = Arc::clone(&app);
-            let config = self.config.clone();
+            let config = config.clone();
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
             let cpu =
@@ -227,29 +238,51 @@ fn bind(addr: SocketAddr, backlog: u32) -> io::Result<StdListener> {
     Ok(socket.into())
 }
 
-/// Raises this process's soft limit on open files to its hard limit.
+/// Raises this process's soft limit on open files to its hard limit and
+/// returns the soft limit now in force (`None` if unknown or unlimited).
 ///
 /// Every connection is a file descriptor, and the usual soft limit (1,024)
 /// would refuse connections long before `max_connections_per_worker`; the
 /// hard limit is what the administrator allows. Best effort: on failure the
-/// server runs with the limit it has, and `accept` errors say why.
-fn raise_fd_limit() {
+/// server runs with the limit it has.
+fn raise_fd_limit() -> Option<u64> {
     // SAFETY: `limit` is a valid rlimit that getrlimit fills and setrlimit
     // reads; both only concern this process.
     unsafe {
         let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max {
-            return;
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
         }
-        let wanted = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 {
-            tracing::warn!(
-                soft = limit.rlim_cur,
-                hard = limit.rlim_max,
-                "could not raise the open-file limit"
-            );
+        if limit.rlim_cur < limit.rlim_max {
+            let wanted = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            } else {
+                tracing::warn!(
+                    soft = limit.rlim_cur,
+                    hard = limit.rlim_max,
+                    "could not raise the open-file limit"
+                );
+            }
         }
+        (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
     }
+}
+
+/// File descriptors kept out of the connection budget: listeners, epoll and
+/// event fds, database connections, log and data files. Running out of them
+/// would make `accept` fail, which leaves the client hanging in the backlog
+/// instead of answered.
+const RESERVED_FDS: u64 = 256;
+
+/// The per-worker connection limit that fits in `fd_limit` open files: the
+/// configured one, lowered so that every worker at its limit still leaves
+/// [`RESERVED_FDS`] free. A worker at its limit accepts one more socket only
+/// to answer it `503` and close it, so refusals stay clean.
+fn connection_limit(configured: usize, workers: usize, fd_limit: Option<u64>) -> usize {
+    let Some(fd_limit) = fd_limit else { return configured };
+    let budget = fd_limit.saturating_sub(RESERVED_FDS) / workers.max(1) as u64;
+    configured.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1)
 }
 
 /// Blocks until SIGINT or SIGTERM.
@@ -308,7 +341,18 @@ mod tests {
         let lowered = libc::rlimit { rlim_cur: hard.min(512), rlim_max: hard };
         // SAFETY: lowering the soft limit of this test process is harmless.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
-        super::raise_fd_limit();
+        assert_eq!(super::raise_fd_limit(), Some(hard));
         assert_eq!(read().rlim_cur, hard);
+    }
+
+    #[test]
+    fn connection_limit_leaves_file_descriptors_in_reserve() {
+        use super::{connection_limit, RESERVED_FDS};
+        // 20,000 open files, 2 workers: each gets half of what the reserve
+        // leaves.
+        assert_eq!(connection_limit(25_000, 2, Some(20_000)), (20_000 - RESERVED_FDS as usize) / 2);
+        assert_eq!(connection_limit(1_000, 2, Some(20_000)), 1_000);
+        assert_eq!(connection_limit(1_000, 4, None), 1_000);
+        assert_eq!(connection_limit(1_000, 1, Some(10)), 1);
     }
 }

@@ -136,7 +136,11 @@ impl Worker {
         for (_, timer) in self.conns.borrow().iter() {
             let wait = timer.wait.get();
             let expired = wait != Wait::Busy && timer.deadline.get() <= now;
-            if expired || (closing && wait == Wait::Idle) {
+            // An "idle" connection whose next request is already in the
+            // socket buffer is not idle: under load that is most of them,
+            // and closing them would drop requests the client has sent.
+            // They read it, answer it with `Connection: close` and end.
+            if expired || (closing && wait == Wait::Idle && !has_pending_input(timer.fd)) {
                 if expired && wait == Wait::Head {
                     self.send_request_timeout(timer.fd);
                 }
@@ -169,6 +173,15 @@ impl Worker {
             libc::send(fd, out.as_ptr().cast(), out.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
         }
     }
+}
+
+/// Whether the socket has received bytes not read yet.
+fn has_pending_input(fd: RawFd) -> bool {
+    let mut pending: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the valid pointer passed;
+    // on a closed or invalid fd it fails and writes nothing.
+    let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) } == 0;
+    ok && pending > 0
 }
 
 /// Removes a connection from its worker's registry when its task ends, on

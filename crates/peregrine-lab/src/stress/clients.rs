@@ -1,0 +1,556 @@
+//! Clients wrk cannot be: slow senders, noise (bad methods, unknown paths,
+//! garbage connections), keep-alive loops that notice a truncated response,
+//! and timed probes. All run on one current-thread tokio runtime in the lab
+//! process, pinned with the rest of the load.
+
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Semaphore};
+
+/// One HTTP response as the clients need it.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    /// The server said `Connection: close`.
+    pub close: bool,
+    pub body: Vec<u8>,
+}
+
+/// Why no complete response was read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The connection ended cleanly before the first byte of a response.
+    Closed,
+    /// The connection failed (reset) before the first byte of a response.
+    Reset(io::Error),
+    /// The connection ended or failed after part of a response arrived.
+    Truncated(String),
+    /// Bytes arrived that are not an HTTP/1.1 response with a length.
+    Malformed(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Closed => f.write_str("connection closed before any response"),
+            ReadError::Reset(e) => write!(f, "connection failed before any response: {e}"),
+            ReadError::Truncated(why) => write!(f, "truncated response: {why}"),
+            ReadError::Malformed(why) => write!(f, "malformed response: {why}"),
+        }
+    }
+}
+
+/// Reads one response (skipping interim `1xx` ones). Bytes read past its
+/// end stay in `buf` for the next call.
+pub async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Response, ReadError> {
+    loop {
+        let response = read_one(stream, buf).await?;
+        if !(100..200).contains(&response.status) {
+            return Ok(response);
+        }
+    }
+}
+
+async fn read_one(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Response, ReadError> {
+    let head_end = loop {
+        if let Some(at) = find(buf, b"\r\n\r\n") {
+            break at + 4;
+        }
+        fill(stream, buf).await?;
+    };
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| ReadError::Malformed("response head is not UTF-8".into()))?;
+    let status = head
+        .strip_prefix("HTTP/1.1 ")
+        .or_else(|| head.strip_prefix("HTTP/1.0 "))
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| ReadError::Malformed(format!("bad status line in {head:?}")))?;
+    let mut length = None;
+    let mut close = false;
+    for line in head.split("\r\n").skip(1) {
+        let Some((name, value)) = line.split_once(':') else { continue };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| ReadError::Malformed(format!("Content-Length {value:?}")))?,
+            );
+        } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close") {
+            close = true;
+        }
+    }
+    let length = match (length, status) {
+        (Some(n), _) => n,
+        (None, 100..=199 | 204 | 304) => 0,
+        (None, _) => return Err(ReadError::Malformed(format!("no Content-Length in {head:?}"))),
+    };
+    while buf.len() < head_end + length {
+        fill(stream, buf).await.map_err(|e| match e {
+            ReadError::Closed | ReadError::Reset(_) => ReadError::Truncated(format!(
+                "{} of {length} body bytes, then the connection ended",
+                buf.len() - head_end
+            )),
+            other => other,
+        })?;
+    }
+    let body = buf[head_end..head_end + length].to_vec();
+    buf.drain(..head_end + length);
+    Ok(Response { status, close, body })
+}
+
+/// Reads more bytes into `buf`; end of input or an error is `Closed` or
+/// `Reset` when `buf` was empty, `Truncated` otherwise.
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), ReadError> {
+    let mut chunk = [0u8; 16 * 1024];
+    match stream.read(&mut chunk).await {
+        Ok(0) if buf.is_empty() => Err(ReadError::Closed),
+        Ok(0) => {
+            Err(ReadError::Truncated(format!("connection ended after {} bytes of a response", buf.len())))
+        }
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(())
+        }
+        Err(e) if buf.is_empty() => Err(ReadError::Reset(e)),
+        Err(e) => Err(ReadError::Truncated(format!("{e} after {} bytes of a response", buf.len()))),
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A request head for `GET path`.
+pub fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: lab\r\n\r\n").into_bytes()
+}
+
+// ---------------------------------------------------------------- slow ---
+
+/// What happened to the slow clients.
+#[derive(Debug, Default)]
+pub struct SlowOutcome {
+    pub connected: usize,
+    pub connect_failed: usize,
+    /// Seconds from a client's first byte until the server closed it.
+    pub cut_after: Vec<f64>,
+    /// Clients that received a `408` before being closed.
+    pub got_408: usize,
+    /// Clients that received any other response (their head was never
+    /// complete, so anything else is wrong).
+    pub got_other: usize,
+    /// Clients still connected when the scenario stopped waiting.
+    pub still_open: usize,
+}
+
+/// Opens `n` connections that each send `head` one byte per `interval`,
+/// and waits (at most `give_up` after the last connected) for the server to
+/// close them. `connected` is told how many are connected once all tried.
+pub async fn slow_clients(
+    addr: SocketAddr,
+    n: usize,
+    head: Vec<u8>,
+    interval: Duration,
+    give_up: Duration,
+    connected: watch::Sender<usize>,
+) -> SlowOutcome {
+    let head = Rc::new(head);
+    // Connect in waves, so the listen backlog never overflows.
+    let connecting = Rc::new(Semaphore::new(128));
+    let mut tasks = Vec::with_capacity(n);
+    let (up_tx, mut up_rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    for _ in 0..n {
+        let (head, connecting, up) = (Rc::clone(&head), Rc::clone(&connecting), up_tx.clone());
+        tasks.push(tokio::task::spawn_local(async move {
+            let stream = {
+                let _permit = connecting.acquire().await;
+                connect_retrying(addr, 5).await
+            };
+            let Some(mut stream) = stream else {
+                let _ = up.send(false);
+                return SlowClient::ConnectFailed;
+            };
+            let _ = up.send(true);
+            drop(up);
+            dribble(&mut stream, &head, interval, give_up).await
+        }));
+    }
+    drop(up_tx);
+    let mut outcome = SlowOutcome::default();
+    while let Some(ok) = up_rx.recv().await {
+        if ok {
+            outcome.connected += 1;
+        } else {
+            outcome.connect_failed += 1;
+        }
+    }
+    let _ = connected.send(outcome.connected);
+    for task in tasks {
+        match task.await {
+            Ok(SlowClient::ConnectFailed) | Err(_) => {}
+            Ok(SlowClient::Cut { after, status }) => {
+                outcome.cut_after.push(after.as_secs_f64());
+                match status {
+                    Some(408) => outcome.got_408 += 1,
+                    Some(_) => outcome.got_other += 1,
+                    None => {}
+                }
+            }
+            Ok(SlowClient::StillOpen) => outcome.still_open += 1,
+        }
+    }
+    outcome
+}
+
+enum SlowClient {
+    ConnectFailed,
+    Cut { after: Duration, status: Option<u16> },
+    StillOpen,
+}
+
+async fn dribble(stream: &mut TcpStream, head: &[u8], interval: Duration, give_up: Duration) -> SlowClient {
+    let start = Instant::now();
+    let mut received = Vec::new();
+    let mut next = 0;
+    let mut chunk = [0u8; 1024];
+    loop {
+        if start.elapsed() > give_up {
+            return SlowClient::StillOpen;
+        }
+        if next < head.len() && stream.write_all(&head[next..next + 1]).await.is_err() {
+            return cut(start, &received);
+        }
+        next += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            read = stream.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => return cut(start, &received),
+                Ok(n) => received.extend_from_slice(&chunk[..n]),
+            },
+        }
+    }
+}
+
+fn cut(start: Instant, received: &[u8]) -> SlowClient {
+    let status = received.get(9..12).and_then(|s| std::str::from_utf8(s).ok()).and_then(|s| s.parse().ok());
+    SlowClient::Cut { after: start.elapsed(), status }
+}
+
+async fn connect_retrying(addr: SocketAddr, attempts: u32) -> Option<TcpStream> {
+    for attempt in 0..attempts {
+        match tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Some(stream);
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50 << attempt)).await,
+        }
+    }
+    None
+}
+
+// --------------------------------------------------------------- noise ---
+
+/// The kinds of noise, each with the statuses a correct server may answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Noise {
+    /// A method nobody implements (`BREW`).
+    BadMethod,
+    /// A path with no route.
+    UnknownPath,
+    /// A known path with a method it does not allow.
+    WrongMethod,
+    /// A fresh connection sending random bytes.
+    Garbage,
+}
+
+impl Noise {
+    pub const ALL: [Noise; 4] = [Noise::BadMethod, Noise::UnknownPath, Noise::WrongMethod, Noise::Garbage];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Noise::BadMethod => "bad method",
+            Noise::UnknownPath => "unknown path",
+            Noise::WrongMethod => "wrong method",
+            Noise::Garbage => "garbage connection",
+        }
+    }
+
+    fn accepts(self, status: u16) -> bool {
+        match self {
+            Noise::BadMethod => matches!(status, 400 | 405 | 501),
+            Noise::UnknownPath => status == 404,
+            Noise::WrongMethod => status == 405,
+            Noise::Garbage => status == 400,
+        }
+    }
+
+    fn request(self, seq: u64) -> Vec<u8> {
+        match self {
+            Noise::BadMethod => b"BREW /json HTTP/1.1\r\nHost: lab\r\n\r\n".to_vec(),
+            Noise::UnknownPath => {
+                format!("GET /no/such/path/{seq} HTTP/1.1\r\nHost: lab\r\n\r\n").into_bytes()
+            }
+            Noise::WrongMethod => b"DELETE /json HTTP/1.1\r\nHost: lab\r\n\r\n".to_vec(),
+            Noise::Garbage => {
+                // Printable junk (so it is not mistaken for a TLS hello or
+                // anything else), then an empty line to end the "head".
+                let mut x = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut junk: Vec<u8> = (0..64 + seq % 64)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        b'!' + (x % 94) as u8
+                    })
+                    .collect();
+                junk.extend_from_slice(b"\r\n\r\n");
+                junk
+            }
+        }
+    }
+}
+
+/// Counts per kind of noise.
+#[derive(Debug, Default, Clone)]
+pub struct NoiseStats {
+    pub sent: [u64; 4],
+    pub answered_right: [u64; 4],
+    /// The first few wrong answers, described.
+    pub wrong: Vec<String>,
+    pub wrong_count: u64,
+}
+
+impl NoiseStats {
+    pub fn total_sent(&self) -> u64 {
+        self.sent.iter().sum()
+    }
+}
+
+/// Sends noise at `rate` per second until `stop` turns true: the request
+/// kinds on a few keep-alive connections (reopened when the server closes
+/// them), garbage on a fresh connection each time.
+pub async fn noise(addr: SocketAddr, rate: f64, mut stop: watch::Receiver<bool>) -> NoiseStats {
+    let stats = Rc::new(std::cell::RefCell::new(NoiseStats::default()));
+    let in_flight = std::sync::Arc::new(Semaphore::new(64));
+    let period = Duration::from_secs_f64(1.0 / rate.max(1.0));
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seq = 0u64;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = ticker.tick() => {}
+        }
+        let kind = Noise::ALL[(seq % 4) as usize];
+        seq += 1;
+        let Ok(permit) = std::sync::Arc::clone(&in_flight).acquire_owned().await else { break };
+        let stats = Rc::clone(&stats);
+        tokio::task::spawn_local(async move {
+            let outcome = one_noise(addr, kind, seq).await;
+            let mut s = stats.borrow_mut();
+            let k = kind as usize;
+            s.sent[k] += 1;
+            match outcome {
+                Ok(status) if kind.accepts(status) => s.answered_right[k] += 1,
+                other => {
+                    s.wrong_count += 1;
+                    if s.wrong.len() < 5 {
+                        s.wrong.push(format!("{}: {other:?}", kind.name()));
+                    }
+                }
+            }
+            drop(permit);
+        });
+    }
+    // Let the last ones finish.
+    let _ = tokio::time::timeout(Duration::from_secs(5), in_flight.acquire_many(64)).await;
+    let s = stats.borrow().clone();
+    s
+}
+
+/// One noise request on its own connection (keep-alive reuse would save
+/// little at these rates and complicate telling answers apart).
+async fn one_noise(addr: SocketAddr, kind: Noise, seq: u64) -> Result<u16, String> {
+    let mut stream = connect_retrying(addr, 3).await.ok_or("cannot connect")?;
+    stream.write_all(&kind.request(seq)).await.map_err(|e| format!("write: {e}"))?;
+    let mut buf = Vec::new();
+    let response = tokio::time::timeout(Duration::from_secs(5), read_response(&mut stream, &mut buf))
+        .await
+        .map_err(|_| "no answer within 5 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(response.status)
+}
+
+// ----------------------------------------------------------- keep-alive ---
+
+/// What keep-alive loops saw.
+#[derive(Debug, Default, Clone)]
+pub struct LoopStats {
+    pub ok: u64,
+    pub other_status: u64,
+    /// Responses cut short: the connection ended mid-response.
+    pub truncated: u64,
+    /// Requests sent on a connection the server then closed (or reset)
+    /// before answering anything: the keep-alive close race.
+    pub unanswered: u64,
+    /// Responses that announced `Connection: close`.
+    pub close_announced: u64,
+    pub connect_failed: u64,
+    pub malformed: u64,
+    /// Latency of every answered request, in milliseconds.
+    pub latencies_ms: Vec<f64>,
+    pub first_problem: Option<String>,
+}
+
+/// Runs `conns` keep-alive loops, each sending `GET path` (cycling through
+/// `paths`) and reading the answer, until `stop` turns true. A loop whose
+/// connection closes reconnects; once connecting fails it retries every
+/// 20 ms until stopped.
+pub async fn keepalive_loops(
+    addr: SocketAddr,
+    conns: usize,
+    paths: &[&str],
+    stop: watch::Receiver<bool>,
+) -> LoopStats {
+    let requests: Rc<Vec<Vec<u8>>> = Rc::new(paths.iter().map(|p| get(p)).collect());
+    let mut tasks = Vec::new();
+    for i in 0..conns {
+        let (requests, mut stop) = (Rc::clone(&requests), stop.clone());
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut stats = LoopStats::default();
+            let mut n = i;
+            'outer: while !*stop.borrow() {
+                let Some(mut stream) = connect_retrying(addr, 1).await else {
+                    stats.connect_failed += 1;
+                    tokio::select! {
+                        _ = stop.changed() => {}
+                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                    continue;
+                };
+                let mut buf = Vec::new();
+                while !*stop.borrow() {
+                    let request = &requests[n % requests.len()];
+                    n += 1;
+                    let sent = Instant::now();
+                    if stream.write_all(request).await.is_err() {
+                        stats.unanswered += 1;
+                        continue 'outer;
+                    }
+                    match read_response(&mut stream, &mut buf).await {
+                        Ok(r) => {
+                            stats.latencies_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
+                            if r.status == 200 {
+                                stats.ok += 1;
+                            } else {
+                                stats.other_status += 1;
+                            }
+                            if r.close {
+                                stats.close_announced += 1;
+                                continue 'outer;
+                            }
+                        }
+                        Err(ReadError::Closed | ReadError::Reset(_)) => {
+                            stats.unanswered += 1;
+                            continue 'outer;
+                        }
+                        Err(ReadError::Truncated(why)) => {
+                            stats.truncated += 1;
+                            stats.first_problem.get_or_insert(format!("truncated: {why}"));
+                            continue 'outer;
+                        }
+                        Err(ReadError::Malformed(why)) => {
+                            stats.malformed += 1;
+                            stats.first_problem.get_or_insert(format!("malformed: {why}"));
+                            continue 'outer;
+                        }
+                    }
+                }
+            }
+            stats
+        }));
+    }
+    let mut total = LoopStats::default();
+    for task in tasks {
+        if let Ok(s) = task.await {
+            total.ok += s.ok;
+            total.other_status += s.other_status;
+            total.truncated += s.truncated;
+            total.unanswered += s.unanswered;
+            total.close_announced += s.close_announced;
+            total.connect_failed += s.connect_failed;
+            total.malformed += s.malformed;
+            total.latencies_ms.extend(s.latencies_ms);
+            if total.first_problem.is_none() {
+                total.first_problem = s.first_problem;
+            }
+        }
+    }
+    total
+}
+
+/// A current-thread runtime with a `LocalSet`, for the clients above.
+pub fn block_on<F: std::future::Future>(fut: F) -> Result<F::Output, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+    Ok(tokio::task::LocalSet::new().block_on(&runtime, fut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_is_printable_and_ends_the_head() {
+        for seq in 0..50 {
+            let g = Noise::Garbage.request(seq);
+            assert!(g.ends_with(b"\r\n\r\n"));
+            assert!(g[..g.len() - 4].iter().all(|b| (b'!'..=b'~').contains(b)));
+        }
+    }
+
+    #[test]
+    fn noise_kinds_accept_only_their_answers() {
+        assert!(Noise::UnknownPath.accepts(404) && !Noise::UnknownPath.accepts(200));
+        assert!(Noise::WrongMethod.accepts(405) && !Noise::WrongMethod.accepts(404));
+        assert!(Noise::Garbage.accepts(400) && !Noise::Garbage.accepts(500));
+        assert!(Noise::BadMethod.accepts(501) && !Noise::BadMethod.accepts(200));
+    }
+
+    /// A loopback server writing canned bytes, for the response reader.
+    async fn canned(bytes: &'static [u8]) -> Result<Response, ReadError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            s.write_all(bytes).await.expect("write");
+        });
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        read_response(&mut stream, &mut Vec::new()).await
+    }
+
+    #[tokio::test]
+    async fn reader_tells_complete_truncated_and_closed_apart() {
+        let ok = canned(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+            .await
+            .expect("complete");
+        assert_eq!((ok.status, ok.close, ok.body.as_slice()), (200, true, &b"hi"[..]));
+        assert!(matches!(
+            canned(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhi").await,
+            Err(ReadError::Truncated(_))
+        ));
+        assert!(matches!(canned(b"HTTP/1.1 200 OK\r\nContent-").await, Err(ReadError::Truncated(_))));
+        assert!(matches!(canned(b"").await, Err(ReadError::Closed)));
+        assert!(matches!(canned(b"SSH-2.0\r\n\r\n").await, Err(ReadError::Malformed(_))));
+    }
+}

@@ -1,0 +1,133 @@
+//! Noisy traffic (HttpArena's "noisy" profile): valid requests while other
+//! clients send bad methods, unknown paths, disallowed methods and garbage
+//! connections.
+//!
+//! Clean and noisy phases alternate (clean, noisy, clean, noisy, ...) so
+//! drift on a shared machine hits both alike. Valid load is wrk on
+//! `--path`; noise runs at `--noise-share` of the clean rate measured in the
+//! first phase, a quarter of it each kind. Checked: valid throughput in the
+//! noisy phases is at least `--min-ratio` of the clean phases, wrk saw no
+//! errors, every noise request got the right status (404, 405, 400 or 501),
+//! and the server is still up.
+
+use clap::Args as ClapArgs;
+
+use super::clients::{block_on, noise, Noise, NoiseStats};
+use super::target::{Target, TargetArgs, Wrk};
+use super::{ratio, Report};
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Total seconds, split evenly over the phases.
+    #[arg(long, default_value_t = 30)]
+    duration: u32,
+    /// Clean/noisy pairs of phases.
+    #[arg(long, default_value_t = 2)]
+    pairs: u32,
+    /// Valid load: path and wrk connections.
+    #[arg(long, default_value = "/json")]
+    path: String,
+    #[arg(long, default_value_t = 256)]
+    connections: u32,
+    /// Noise rate as a share of the clean request rate.
+    #[arg(long, default_value_t = 0.05)]
+    noise_share: f64,
+    /// Fail when noisy throughput falls below this share of clean.
+    #[arg(long, default_value_t = 0.90)]
+    min_ratio: f64,
+}
+
+pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
+    let mut server = Target::start(target, "noisy", &[])?;
+    let mut report = Report::new("noisy");
+    report.figure("server log", server.log.display());
+    let phases = (args.pairs.max(1) * 2) as f64;
+    let phase_secs = ((args.duration as f64 / phases).round() as u32).max(2);
+    println!("noisy: {} pairs of {phase_secs} s phases on {}", args.pairs.max(1), args.path);
+    // The load CPU runs wrk and the noise both; pin this process there.
+    pin_self(&target.load_cpu);
+
+    let wrk = Wrk::new(server.url(&args.path), args.connections, phase_secs);
+    let (mut clean_requests, mut noisy_requests, mut errors) = (0u64, 0u64, 0u64);
+    let (mut clean_secs, mut noisy_secs) = (0f64, 0f64);
+    let mut noise_stats = NoiseStats::default();
+    let mut rate = 0.0;
+    for pair in 0..args.pairs.max(1) {
+        let clean = wrk.run(&target.load_cpu)?;
+        println!("  clean phase {}: {:.0} req/s", pair + 1, clean.requests_per_sec);
+        clean_requests += clean.total_requests;
+        clean_secs += clean.duration_secs;
+        errors += clean.error_count();
+        if pair == 0 {
+            rate = clean.requests_per_sec * args.noise_share;
+        }
+        let running = wrk.spawn(&target.load_cpu)?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let addr = server.addr;
+        let stats = block_on(async move {
+            let noise_task = tokio::task::spawn_local(noise(addr, rate, stop_rx));
+            tokio::time::sleep(std::time::Duration::from_secs(u64::from(phase_secs))).await;
+            let _ = stop_tx.send(true);
+            noise_task.await.unwrap_or_default()
+        })?;
+        let noisy = running.finish()?;
+        println!(
+            "  noisy phase {}: {:.0} req/s valid, {} noise requests",
+            pair + 1,
+            noisy.requests_per_sec,
+            stats.total_sent()
+        );
+        noisy_requests += noisy.total_requests;
+        noisy_secs += noisy.duration_secs;
+        errors += noisy.error_count();
+        for k in 0..4 {
+            noise_stats.sent[k] += stats.sent[k];
+            noise_stats.answered_right[k] += stats.answered_right[k];
+        }
+        noise_stats.wrong_count += stats.wrong_count;
+        noise_stats.wrong.extend(stats.wrong);
+    }
+    let clean_rps = clean_requests as f64 / clean_secs.max(1e-9);
+    let noisy_rps = noisy_requests as f64 / noisy_secs.max(1e-9);
+    let kept = ratio(noisy_rps, clean_rps);
+    report.figure("valid req/s, clean phases", format!("{clean_rps:.0}"));
+    report.figure("valid req/s, noisy phases", format!("{noisy_rps:.0}"));
+    report.figure("noisy / clean", format!("{kept:.3}"));
+    report.figure("noise rate target (req/s)", format!("{rate:.0}"));
+    for kind in Noise::ALL {
+        let k = kind as usize;
+        report.figure(
+            format!("noise: {}", kind.name()),
+            format!("{} sent, {} answered right", noise_stats.sent[k], noise_stats.answered_right[k]),
+        );
+    }
+    report.check(kept >= args.min_ratio, format!("valid throughput kept {kept:.3} >= {}", args.min_ratio));
+    report.check(errors == 0, format!("no errors on valid requests ({errors})"));
+    report.check(
+        noise_stats.wrong_count == 0,
+        format!(
+            "every noise request answered right ({} wrong: {:?})",
+            noise_stats.wrong_count, noise_stats.wrong
+        ),
+    );
+    report.check(noise_stats.total_sent() > 0, "noise was sent");
+    report.check(server.server.check_alive().is_ok(), "server still running");
+    Ok(report.finish())
+}
+
+/// Pins the calling thread (the lab's client runtime) to `cpus`.
+pub(super) fn pin_self(cpus: &str) {
+    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and passed by pointer
+    // to sched_setaffinity for this thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let mut any = false;
+        for cpu in cpus.split(',').filter_map(|c| c.trim().parse::<usize>().ok()) {
+            libc::CPU_SET(cpu, &mut set);
+            any = true;
+        }
+        if any {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
