@@ -392,10 +392,15 @@ async fn one_noise(addr: SocketAddr, kind: Noise, seq: u64) -> Result<u16, Strin
 // ----------------------------------------------------------- keep-alive ---
 
 /// What keep-alive loops saw.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LoopStats {
     pub ok: u64,
+    /// Answers other than 200 (`unavailable` among them).
     pub other_status: u64,
+    /// `503` answers: refusals at the connection limit, among others.
+    pub unavailable: u64,
+    /// Requests with no answer within [`REQUEST_TIMEOUT`].
+    pub timed_out: u64,
     /// Responses cut short: the connection ended mid-response.
     pub truncated: u64,
     /// Requests sent on a connection the server then closed (or reset)
@@ -410,6 +415,10 @@ pub struct LoopStats {
     pub first_problem: Option<String>,
 }
 
+/// Longest a keep-alive loop waits for one answer before counting it as
+/// timed out and reconnecting.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs `conns` keep-alive loops, each sending `GET path` (cycling through
 /// `paths`) and reading the answer, until `stop` turns true. A loop whose
 /// connection closes reconnects; once connecting fails it retries every
@@ -421,14 +430,21 @@ pub async fn keepalive_loops(
     stop: watch::Receiver<bool>,
 ) -> LoopStats {
     let requests: Rc<Vec<Vec<u8>>> = Rc::new(paths.iter().map(|p| get(p)).collect());
+    // Connect in waves, so thousands of loops do not overflow the listen
+    // backlog all at once.
+    let gate = Rc::new(Semaphore::new(256));
     let mut tasks = Vec::new();
     for i in 0..conns {
-        let (requests, mut stop) = (Rc::clone(&requests), stop.clone());
+        let (requests, mut stop, gate) = (Rc::clone(&requests), stop.clone(), Rc::clone(&gate));
         tasks.push(tokio::task::spawn_local(async move {
             let mut stats = LoopStats::default();
             let mut n = i;
             'outer: while !*stop.borrow() {
-                let Some(mut stream) = connect_retrying(addr, 1).await else {
+                let connected = {
+                    let _permit = gate.acquire().await;
+                    connect_retrying(addr, 1).await
+                };
+                let Some(mut stream) = connected else {
                     stats.connect_failed += 1;
                     tokio::select! {
                         _ = stop.changed() => {}
@@ -445,13 +461,20 @@ pub async fn keepalive_loops(
                         stats.unanswered += 1;
                         continue 'outer;
                     }
-                    match read_response(&mut stream, &mut buf).await {
+                    let Ok(answer) =
+                        tokio::time::timeout(REQUEST_TIMEOUT, read_response(&mut stream, &mut buf)).await
+                    else {
+                        stats.timed_out += 1;
+                        continue 'outer;
+                    };
+                    match answer {
                         Ok(r) => {
                             stats.latencies_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
                             if r.status == 200 {
                                 stats.ok += 1;
                             } else {
                                 stats.other_status += 1;
+                                stats.unavailable += u64::from(r.status == 503);
                             }
                             if r.close {
                                 stats.close_announced += 1;
@@ -483,6 +506,8 @@ pub async fn keepalive_loops(
         if let Ok(s) = task.await {
             total.ok += s.ok;
             total.other_status += s.other_status;
+            total.unavailable += s.unavailable;
+            total.timed_out += s.timed_out;
             total.truncated += s.truncated;
             total.unanswered += s.unanswered;
             total.close_announced += s.close_announced;

@@ -60,9 +60,15 @@ enum Scenario {
     /// SIGTERM under load: in-flight requests finish (no truncated
     /// response) and the server exits 0 within 5 s.
     Shutdown(shutdown::Args),
+    /// One client process of an overload run (started by `overload`).
+    #[command(hide = true)]
+    Client(overload::ClientArgs),
 }
 
 pub fn run(args: StressArgs) -> ExitCode {
+    if let Scenario::Client(a) = &args.scenario {
+        return overload::client(a);
+    }
     let result = match &args.scenario {
         Scenario::Overload(a) => overload::run(&args.target, a),
         Scenario::Noisy(a) => noisy::run(&args.target, a),
@@ -70,6 +76,7 @@ pub fn run(args: StressArgs) -> ExitCode {
         Scenario::Soak(a) => soak::run(&args.target, a),
         Scenario::Faults(a) => faults::run(&args.target, a),
         Scenario::Shutdown(a) => shutdown::run(&args.target, a),
+        Scenario::Client(_) => unreachable!("handled above"),
     };
     let report = match result {
         Ok(report) => report,
