@@ -405,3 +405,100 @@ fn a_timed_out_batch_does_not_disturb_later_ones() {
         assert!(!conn.is_closed());
     });
 }
+
+/// A TCP proxy in front of the real server, to cut every connection at
+/// once (an outage) without stopping the shared cluster.
+struct Proxy {
+    port: u16,
+    tasks: std::rc::Rc<std::cell::RefCell<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(port: u16) -> Proxy {
+        let config: tokio_postgres::Config = database_url().parse().expect("DATABASE_URL");
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+            _ => panic!("the proxy test needs a TCP DATABASE_URL"),
+        };
+        let upstream = (host, config.get_ports().first().copied().unwrap_or(5432));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("proxy port");
+        let port = listener.local_addr().expect("proxy address").port();
+        let tasks = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let inner = tasks.clone();
+        let accept = tokio::task::spawn_local(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                inner.borrow_mut().push(tokio::task::spawn_local(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                }));
+            }
+        });
+        tasks.borrow_mut().push(accept);
+        Proxy { port, tasks }
+    }
+
+    fn url(&self) -> String {
+        let config: tokio_postgres::Config = database_url().parse().expect("DATABASE_URL");
+        let user = config.get_user().expect("user");
+        let password = String::from_utf8_lossy(config.get_password().expect("password")).into_owned();
+        let db = config.get_dbname().expect("database");
+        format!("postgres://{user}:{password}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Drops the listener and every proxied connection.
+    fn cut(&self) {
+        for task in self.tasks.borrow_mut().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+#[test]
+fn an_outage_fails_pending_calls_at_once_and_service_returns() {
+    run_local(async {
+        let proxy = Proxy::start(0).await;
+        let mut config = PgConfig::new(proxy.url());
+        config.connections = 2;
+        let sleep = config.statement("SELECT pg_sleep($1::float8)::text");
+        let one = config.statement("SELECT 1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        assert_eq!(pool.query_one(one, &[]).await.expect("through the proxy").get::<i32>(0), 1);
+
+        // A call in flight when the connection drops fails with
+        // Unavailable at once, not at its timeout (2 s) or never.
+        let conn = pool.get().expect("live connection");
+        let started = Instant::now();
+        let pending = conn.query_one(sleep, &[&1.0f64]);
+        let cut = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            proxy.cut();
+        };
+        let (result, ()) = tokio::join!(pending, cut);
+        assert_eq!(result.expect_err("connection cut"), Error::Unavailable);
+        assert!(started.elapsed() < Duration::from_millis(800), "failed at once: {:?}", started.elapsed());
+
+        // While the server is away, calls fail fast.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        assert_eq!(pool.query_one(one, &[]).await.err(), Some(Error::Unavailable));
+        assert!(started.elapsed() < Duration::from_millis(50));
+        assert_eq!(pool.live_connections(), 0);
+
+        // Back on the same address: the pool reconnects by itself.
+        let _proxy = Proxy::start(proxy.port).await;
+        let started = Instant::now();
+        loop {
+            match pool.query_one(one, &[]).await {
+                Ok(row) => break assert_eq!(row.get::<i32>(0), 1),
+                Err(e) => {
+                    assert_eq!(e, Error::Unavailable);
+                    assert!(started.elapsed() < Duration::from_secs(5), "no recovery in 5s");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    });
+}
