@@ -331,6 +331,8 @@ fn writes_are_answered_after_their_commit_and_alone() {
         config.connections = 1;
         let insert = config.write_statement(format!("INSERT INTO {table} (id, parent) VALUES ($1, $2)"));
         let div = config.statement("SELECT 10 / $1::int4");
+        let copy_out = config.statement(format!("COPY {table} TO STDOUT"));
+        let copy_in = config.statement(format!("COPY {table} (id) FROM STDIN"));
         let pool = PgPool::new(config).expect("pool");
         ready(&pool).await;
         let conn = pool.get().expect("live connection");
@@ -368,6 +370,12 @@ fn writes_are_answered_after_their_commit_and_alone() {
         assert!(writes.iter().all(|&n| n == 1));
         let seen = admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count");
         assert_eq!(seen.get::<_, i64>(0), 51);
+        pool.execute(copy_out, &[]).await.expect("COPY TO STDOUT runs (its data is not kept)");
+        let err = pool.execute(copy_in, &[]).await.expect_err("COPY FROM STDIN is refused");
+        assert!(matches!(err, Error::Query(ref m) if m.contains("not supported")), "{err}");
+        // That connection was dropped; the slot reconnects.
+        ready(&pool).await;
+        assert_eq!(pool.query_one(div, &[&5i32]).await.expect("reconnected").get::<i32>(0), 2);
         admin.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop test table");
     });
 }

@@ -680,15 +680,8 @@ impl Driver {
         }
         drop(driver);
         self.take_batch();
-        while !self.wbuf.is_empty() {
-            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err("server closed the connection".into())),
-                Poll::Ready(Ok(n)) => {
-                    bytes::Buf::advance(&mut self.wbuf, n);
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(format!("writing to server: {e}"))),
-                Poll::Pending => break,
-            }
+        if let Err(e) = self.write(cx) {
+            return Poll::Ready(Err(e));
         }
         loop {
             if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
@@ -707,6 +700,20 @@ impl Driver {
         }
         self.poll_deadlines(cx);
         Poll::Pending
+    }
+
+    /// Writes as much of the write buffer as the socket takes; one `write`
+    /// for a whole batch unless the socket buffer is full.
+    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+        while !self.wbuf.is_empty() {
+            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) => return Err("server closed the connection".into()),
+                Poll::Ready(Ok(n)) => bytes::Buf::advance(&mut self.wbuf, n),
+                Poll::Ready(Err(e)) => return Err(format!("writing to server: {e}")),
+                Poll::Pending => break,
+            }
+        }
+        Ok(())
     }
 
     /// Moves what callers queued into the write buffer, closing it with a
@@ -831,6 +838,17 @@ impl Driver {
                     self.tx_error.get_or_insert(error);
                 }
                 Message::ReadyForQuery(_) => self.ready_for_query()?,
+                // COPY ... FROM STDIN waits for data we never send, and in
+                // a pipeline the server's way out of it depends on timing
+                // (it ignores Sync while copying). Fail the statement and
+                // drop the connection rather than risk answering the wrong
+                // callers; the slot reconnects.
+                Message::CopyInResponse(_) => {
+                    if let Some(entry) = self.pop() {
+                        self.answer(entry, Err(Error::Query("COPY FROM STDIN is not supported".into())));
+                    }
+                    return Err("COPY FROM STDIN is not supported; connection dropped".into());
+                }
                 // BindComplete, ParseComplete, notices, parameter changes,
                 // and the RowDescription of a simple query.
                 _ => {}
