@@ -212,7 +212,7 @@ impl StoreConfig {
                 let statements = PgStatements {
                     world: pool.statement(PG_SELECT_WORLD),
                     fortunes: pool.statement(PG_SELECT_FORTUNES),
-                    update: pool.statement(PG_UPDATE_WORLDS),
+                    update: pool.write_statement(PG_UPDATE_WORLDS),
                 };
                 BackendConfig::Pg { pool, statements, total_connections }
             }
@@ -436,8 +436,9 @@ async fn pg_world(conn: &PgConn, stmt: StatementId, id: i32) -> Result<World, Er
     Ok(World { id: row.try_get(0)?, random_number: row.try_get(1)? })
 }
 
-/// Every read is created before any is awaited, so tokio-postgres sends
-/// them as one pipeline on the connection.
+/// Every read is queued before any is awaited, so they go to the server as
+/// one pipeline (one round trip, one implicit transaction), each still its
+/// own statement.
 async fn pg_worlds(conn: &PgConn, stmt: StatementId, ids: &[i32]) -> Result<Vec<World>, Error> {
     try_join_all(ids.iter().map(|&id| pg_world(conn, stmt, id))).await
 }
@@ -485,34 +486,48 @@ async fn pg_ensure_schema(base: &PgConfig, rng: &mut SmallRng) -> Result<(), Err
 
 async fn pg_create_and_seed(conn: &PgConn, rng: &mut SmallRng) -> Result<(), Error> {
     conn.batch_execute(SCHEMA_SQL).await?;
-    let client = conn.client();
-    let worlds: i64 = conn.timed(client.query_one("SELECT count(*) FROM world", &[])).await?.try_get(0)?;
-    if worlds < i64::from(WORLD_ROWS) {
+    if pg_count(conn, "world").await? < i64::from(WORLD_ROWS) {
         let (ids, values) = seed_worlds(rng);
-        let inserted = conn
-            .timed(client.execute(
-                "INSERT INTO world (id, randomnumber) \
-                 SELECT * FROM unnest($1::int[], $2::int[]) ON CONFLICT (id) DO NOTHING",
-                &[&ids, &values],
-            ))
-            .await?;
-        tracing::info!(inserted, "seeded the world table");
+        conn.batch_execute(&format!(
+            "INSERT INTO world (id, randomnumber) \
+             SELECT * FROM unnest('{}'::int[], '{}'::int[]) ON CONFLICT (id) DO NOTHING",
+            int_array(&ids),
+            int_array(&values)
+        ))
+        .await?;
+        tracing::info!("seeded the world table");
     }
-    let fortunes: i64 =
-        conn.timed(client.query_one("SELECT count(*) FROM fortune", &[])).await?.try_get(0)?;
     let seed = seed_fortunes();
-    if fortunes < seed.len() as i64 {
-        let (ids, messages): (Vec<i32>, Vec<String>) = seed.into_iter().map(|f| (f.id, f.message)).unzip();
-        let inserted = conn
-            .timed(client.execute(
-                "INSERT INTO fortune (id, message) \
-                 SELECT * FROM unnest($1::int[], $2::text[]) ON CONFLICT (id) DO NOTHING",
-                &[&ids, &messages],
-            ))
-            .await?;
-        tracing::info!(inserted, "seeded the fortune table");
+    if pg_count(conn, "fortune").await? < seed.len() as i64 {
+        // Simple protocol, so values are SQL literals, escaped.
+        let rows: Vec<String> = seed
+            .iter()
+            .map(|f| format!("({}, {})", f.id, postgres_protocol::escape::escape_literal(&f.message)))
+            .collect();
+        conn.batch_execute(&format!(
+            "INSERT INTO fortune (id, message) VALUES {} ON CONFLICT (id) DO NOTHING",
+            rows.join(", ")
+        ))
+        .await?;
+        tracing::info!("seeded the fortune table");
     }
     Ok(())
+}
+
+/// `SELECT count(*)` of `table` (one of ours, never user input).
+async fn pg_count(conn: &PgConn, table: &str) -> Result<i64, Error> {
+    let rows = conn.simple_query(&format!("SELECT count(*) FROM {table}")).await?;
+    rows.first()
+        .and_then(|row| row.first())
+        .and_then(|value| value.as_deref())
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| Error::Query(format!("unexpected answer to counting {table}")))
+}
+
+/// A PostgreSQL array literal body: `{1,2,3}`.
+fn int_array(values: &[i32]) -> String {
+    let items: Vec<String> = values.iter().map(i32::to_string).collect();
+    format!("{{{}}}", items.join(","))
 }
 
 async fn sqlite_ensure_schema(pool: &SqlitePool, rng: &mut SmallRng) -> Result<(), Error> {

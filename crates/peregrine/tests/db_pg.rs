@@ -1,6 +1,8 @@
-//! Integration tests for `peregrine::db::pg::PgPool` against a real
-//! PostgreSQL server: queries, pipelining on one connection, fail-fast while
-//! the database is unreachable, and recovery after connections are killed.
+//! Integration tests for `peregrine::db::pg::PgPool` and its wire-protocol
+//! driver against a real PostgreSQL server: queries, batching (many
+//! statements, one implicit transaction), an error failing only its batch,
+//! writes answered after their commit, timeouts, fail-fast while the
+//! database is unreachable, and recovery after connections are killed.
 //!
 //! They need `DATABASE_URL` (run them through `scripts/test`, or
 //! `eval "$(scripts/pg start)"; export DATABASE_URL`). A missing URL fails
@@ -64,17 +66,18 @@ fn prepared_queries_work() {
         ready(&pool).await;
 
         let row = pool.query_one(add, &[&41i32]).await.expect("add");
-        assert_eq!(row.get::<_, i32>(0), 42);
+        assert_eq!(row.get::<i32>(0), 42);
         let conn = pool.get().expect("live connection");
         let rows = conn.query(echo, &[&"héllo"]).await.expect("echo");
-        assert_eq!(rows[0].get::<_, &str>(0), "héllo");
-        // Raw client access under the pool's timeout.
-        let n: i64 = conn
-            .timed(conn.client().query_one("SELECT count(*) FROM generate_series(1, 5)", &[]))
-            .await
-            .expect("raw")
-            .get(0);
-        assert_eq!(n, 5);
+        assert_eq!(rows[0].get::<&str>(0), "héllo");
+        // Unregistered admin queries over the simple protocol.
+        let rows =
+            conn.simple_query("SELECT count(*), NULL FROM generate_series(1, 5)").await.expect("simple");
+        assert_eq!(rows, [vec![Some("5".to_string()), None]]);
+        conn.batch_execute("SELECT 1; SELECT 2").await.expect("script");
+        let err = conn.batch_execute("SELECT nonsense_column").await.expect_err("bad script");
+        assert!(matches!(err, Error::Query(_)), "{err}");
+        assert_eq!(pool.query_one(add, &[&1i32]).await.expect("after script error").get::<i32>(0), 2);
     });
 }
 
@@ -100,7 +103,7 @@ fn query_errors_are_500_and_slow_queries_time_out() {
 
         // The connection stays usable: the late answer is discarded in order.
         let row = pool.query_one(div, &[&1i32]).await.expect("after timeout");
-        assert_eq!(row.get::<_, i32>(0), 1);
+        assert_eq!(row.get::<i32>(0), 1);
     });
 }
 
@@ -124,7 +127,7 @@ fn concurrent_queries_pipeline_on_one_connection() {
         let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
         assert_eq!(got, ids, "answers arrive in request order");
         let pid: i32 = rows[0].get(1);
-        assert!(rows.iter().all(|r| r.get::<_, i32>(1) == pid), "one backend served all");
+        assert!(rows.iter().all(|r| r.get::<i32>(1) == pid), "one backend served all");
 
         // The same through independent tasks sharing the pool.
         let tasks: Vec<_> = (0..200i32)
@@ -155,7 +158,7 @@ fn get_or_wait_waits_for_the_first_connection_only() {
         assert_eq!(pool.get().err(), Some(Error::Unavailable));
         let conn = pool.get_or_wait().await.expect("first connection");
         let row = conn.query_one(stmt, &[]).await.expect("query");
-        assert_eq!(row.get::<_, i32>(0), 1);
+        assert_eq!(row.get::<i32>(0), 1);
 
         // Never reachable: get_or_wait gives up after the call timeout,
         // not at once and not later.
@@ -232,7 +235,7 @@ fn pool_reconnects_after_backends_are_terminated() {
         let started = Instant::now();
         let after = loop {
             match pool.query_one(pid, &[]).await {
-                Ok(row) => break row.get::<_, i32>(0),
+                Ok(row) => break row.get::<i32>(0),
                 Err(e) => {
                     assert!(e.is_transient(), "unexpected error while reconnecting: {e}");
                     assert!(started.elapsed() < Duration::from_secs(5), "no recovery in 5s");
@@ -245,6 +248,265 @@ fn pool_reconnects_after_backends_are_terminated() {
         while pool.live_connections() < 2 {
             assert!(Instant::now() < deadline, "not all slots reconnected");
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+#[test]
+fn concurrent_reads_share_one_sync() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        // transaction_timestamp() is the start of the implicit transaction,
+        // which each Sync ends: one value per batch, not per statement.
+        let stmt = config.statement("SELECT $1::int4, transaction_timestamp()::text");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        let conn = pool.get().expect("live connection");
+        let conn = &conn;
+        for round in 0..3 {
+            let ids: Vec<i32> = (0..200).collect();
+            let rows = try_join_all(ids.iter().map(|id| async move { conn.query_one(stmt, &[id]).await }))
+                .await
+                .expect("200 reads");
+            let got: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+            assert_eq!(got, ids, "round {round}: answers in order");
+            let mut starts: Vec<String> = rows.iter().map(|r| r.get(1)).collect();
+            starts.dedup();
+            assert_eq!(starts.len(), 1, "round {round}: 200 reads queued together ran in one transaction");
+        }
+    });
+}
+
+#[test]
+fn an_error_fails_only_its_batch() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let div = config.statement("SELECT 10 / $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        let conn = pool.get().expect("live connection");
+        let (a, b, c) = tokio::join!(
+            conn.query_one(div, &[&1i32]),
+            conn.query_one(div, &[&0i32]),
+            conn.query_one(div, &[&2i32])
+        );
+        assert_eq!(a.expect("answered before the error").get::<i32>(0), 10);
+        let b = b.expect_err("division by zero");
+        assert!(matches!(b, Error::Query(ref m) if m.contains("division by zero")), "{b}");
+        // The server skipped the rest of the batch; its caller gets the error.
+        assert_eq!(c.expect_err("skipped after the error"), b);
+        // The next batch, on the same connection, is unaffected.
+        let rows = try_join_all((1..=5).map(|n| {
+            let conn = &conn;
+            async move { conn.query_one(div, &[&n]).await }
+        }))
+        .await
+        .expect("next batch");
+        assert_eq!(rows.iter().map(|r| r.get::<i32>(0)).collect::<Vec<_>>(), [10, 5, 3, 2, 2]);
+        assert!(!conn.is_closed());
+        // Parameter mistakes fail before anything is sent.
+        assert!(matches!(conn.query_one(div, &[]).await, Err(Error::Query(_))));
+        assert!(matches!(conn.query_one(div, &[&"text"]).await, Err(Error::Query(_))));
+        assert_eq!(conn.query_one(div, &[&5i32]).await.expect("still fine").get::<i32>(0), 2);
+    });
+}
+
+#[test]
+fn writes_are_answered_after_their_commit_and_alone() {
+    run_local(async {
+        let admin = admin().await;
+        let table = format!("peregrine_wire_write_{}", std::process::id());
+        admin
+            .batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table};
+                 CREATE TABLE {table} (id int PRIMARY KEY,
+                     parent int REFERENCES {table} (id) DEFERRABLE INITIALLY DEFERRED)"
+            ))
+            .await
+            .expect("test table");
+
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let insert = config.write_statement(format!("INSERT INTO {table} (id, parent) VALUES ($1, $2)"));
+        let div = config.statement("SELECT 10 / $1::int4");
+        let copy_out = config.statement(format!("COPY {table} TO STDOUT"));
+        let copy_in = config.statement(format!("COPY {table} (id) FROM STDIN"));
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        let conn = pool.get().expect("live connection");
+        let none: Option<i32> = None;
+
+        // A failing read queued in the same tick neither rolls the write
+        // back nor is failed by it.
+        let params: [&(dyn peregrine::db::pg::types::ToSql + Sync); 2] = [&1i32, &none];
+        let (bad, written, good) = tokio::join!(
+            conn.query_one(div, &[&0i32]),
+            conn.execute(insert, &params),
+            conn.query_one(div, &[&5i32])
+        );
+        assert!(bad.is_err());
+        assert_eq!(written.expect("insert"), 1);
+        assert_eq!(good.expect("read after the write").get::<i32>(0), 2);
+        // Answered means committed: another connection sees it at once.
+        let seen = admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count");
+        assert_eq!(seen.get::<_, i64>(0), 1);
+
+        // A write whose commit fails (a deferred foreign key is checked at
+        // commit, after the statement itself succeeded) reports the error.
+        let err = conn.execute(insert, &[&2i32, &Some(99i32)]).await.expect_err("commit must fail");
+        assert!(matches!(err, Error::Query(ref m) if m.contains("foreign key")), "{err}");
+        let seen = admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count");
+        assert_eq!(seen.get::<_, i64>(0), 1, "nothing of the failed write is stored");
+
+        // Many writes at once: each its own transaction, all committed.
+        let writes = try_join_all((10..60).map(|id| {
+            let conn = &conn;
+            async move { conn.execute(insert, &[&id, &Some(1i32)]).await }
+        }))
+        .await
+        .expect("50 writes");
+        assert!(writes.iter().all(|&n| n == 1));
+        let seen = admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count");
+        assert_eq!(seen.get::<_, i64>(0), 51);
+        pool.execute(copy_out, &[]).await.expect("COPY TO STDOUT runs (its data is not kept)");
+        let err = pool.execute(copy_in, &[]).await.expect_err("COPY FROM STDIN is refused");
+        assert!(matches!(err, Error::Query(ref m) if m.contains("not supported")), "{err}");
+        // That connection was dropped; the slot reconnects.
+        ready(&pool).await;
+        assert_eq!(pool.query_one(div, &[&5i32]).await.expect("reconnected").get::<i32>(0), 2);
+        admin.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop test table");
+    });
+}
+
+#[test]
+fn a_timed_out_batch_does_not_disturb_later_ones() {
+    run_local(async {
+        let (url, _) = tagged_url("timeout");
+        // The server-side statement_timeout is the pool's; set a longer one
+        // in the URL so the client-side deadline is what fires here.
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let mut config = PgConfig::new(format!("{url}{sep}options=-c%20statement_timeout%3D1000"));
+        config.connections = 1;
+        config.timeout = Duration::from_millis(200);
+        let sleep = config.statement("SELECT pg_sleep($1::float8)::text, $2::int4");
+        let echo = config.statement("SELECT $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        let conn = pool.get().expect("live connection");
+
+        let started = Instant::now();
+        let (slow, fast) =
+            tokio::join!(conn.query_one(sleep, &[&0.35f64, &1i32]), conn.query_one(echo, &[&7i32]));
+        assert_eq!(slow.expect_err("slow"), Error::Timeout);
+        assert_eq!(fast.expect_err("queued behind the slow one"), Error::Timeout);
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(150) && took < Duration::from_millis(340), "took {took:?}");
+
+        // Queued while the late answers are still on their way: answered
+        // in order once they have been read and dropped (within its own
+        // deadline, since the sleep ends 150 ms after the timeout).
+        let row = conn.query_one(echo, &[&8i32]).await.expect("after the timeout");
+        assert_eq!(row.get::<i32>(0), 8);
+        assert!(started.elapsed() >= Duration::from_millis(300), "waited for the late answers");
+        assert!(!conn.is_closed());
+    });
+}
+
+/// A TCP proxy in front of the real server, to cut every connection at
+/// once (an outage) without stopping the shared cluster.
+struct Proxy {
+    port: u16,
+    tasks: std::rc::Rc<std::cell::RefCell<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(port: u16) -> Proxy {
+        let config: tokio_postgres::Config = database_url().parse().expect("DATABASE_URL");
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+            _ => panic!("the proxy test needs a TCP DATABASE_URL"),
+        };
+        let upstream = (host, config.get_ports().first().copied().unwrap_or(5432));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("proxy port");
+        let port = listener.local_addr().expect("proxy address").port();
+        let tasks = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let inner = tasks.clone();
+        let accept = tokio::task::spawn_local(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                inner.borrow_mut().push(tokio::task::spawn_local(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                }));
+            }
+        });
+        tasks.borrow_mut().push(accept);
+        Proxy { port, tasks }
+    }
+
+    fn url(&self) -> String {
+        let config: tokio_postgres::Config = database_url().parse().expect("DATABASE_URL");
+        let user = config.get_user().expect("user");
+        let password = String::from_utf8_lossy(config.get_password().expect("password")).into_owned();
+        let db = config.get_dbname().expect("database");
+        format!("postgres://{user}:{password}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Drops the listener and every proxied connection.
+    fn cut(&self) {
+        for task in self.tasks.borrow_mut().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+#[test]
+fn an_outage_fails_pending_calls_at_once_and_service_returns() {
+    run_local(async {
+        let proxy = Proxy::start(0).await;
+        let mut config = PgConfig::new(proxy.url());
+        config.connections = 2;
+        let sleep = config.statement("SELECT pg_sleep($1::float8)::text");
+        let one = config.statement("SELECT 1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        assert_eq!(pool.query_one(one, &[]).await.expect("through the proxy").get::<i32>(0), 1);
+
+        // A call in flight when the connection drops fails with
+        // Unavailable at once, not at its timeout (2 s) or never.
+        let conn = pool.get().expect("live connection");
+        let started = Instant::now();
+        let pending = conn.query_one(sleep, &[&1.0f64]);
+        let cut = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            proxy.cut();
+        };
+        let (result, ()) = tokio::join!(pending, cut);
+        assert_eq!(result.expect_err("connection cut"), Error::Unavailable);
+        assert!(started.elapsed() < Duration::from_millis(800), "failed at once: {:?}", started.elapsed());
+
+        // While the server is away, calls fail fast.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        assert_eq!(pool.query_one(one, &[]).await.err(), Some(Error::Unavailable));
+        assert!(started.elapsed() < Duration::from_millis(50));
+        assert_eq!(pool.live_connections(), 0);
+
+        // Back on the same address: the pool reconnects by itself.
+        let _proxy = Proxy::start(proxy.port).await;
+        let started = Instant::now();
+        loop {
+            match pool.query_one(one, &[]).await {
+                Ok(row) => break assert_eq!(row.get::<i32>(0), 1),
+                Err(e) => {
+                    assert_eq!(e, Error::Unavailable);
+                    assert!(started.elapsed() < Duration::from_secs(5), "no recovery in 5s");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
         }
     });
 }

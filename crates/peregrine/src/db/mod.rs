@@ -74,7 +74,7 @@ impl std::error::Error for Error {}
 
 /// Runs `fut` with a deadline, mapping both its error and the elapsed
 /// deadline onto [`Error`]. Dropping a timed-out driver future is safe for
-/// both backends: tokio-postgres discards the late response, and a SQLite job
+/// both backends: the PostgreSQL driver reads and drops the late response, and a SQLite job
 /// whose caller has gone is skipped or its result dropped.
 pub async fn with_timeout<T, E, F>(timeout: Duration, fut: F) -> Result<T, Error>
 where

@@ -13,18 +13,24 @@
 //! made while no slot is up fail at once with [`Error::Unavailable`], so a
 //! request is answered with a 503 instead of queueing behind a dead server.
 //!
-//! # Pipelining
+//! # Batching
 //!
-//! Slots hold plain `tokio_postgres::Client`s and are shared, not checked
-//! out exclusively: [`PgPool::get`] hands out another `Rc` to the least busy
-//! live connection, and any number of tasks may issue queries on it at the
-//! same time. tokio-postgres writes every request queued on a client before
-//! reading responses, so concurrent queries on one connection are pipelined:
-//! 200 requests each running `SELECT ... WHERE id = $1` cost one socket write
-//! and one read burst, not 200 round trips. Within one request, build all
-//! query futures first and await them together (for example with
-//! `futures_util::future::try_join_all`); a query is sent when its future is
-//! first polled, so awaiting them one by one would serialize the round trips.
+//! Connections are our own wire-protocol driver ([`wire`]; its module doc
+//! says why tokio-postgres is not used on this path). They are shared, not
+//! checked out exclusively: [`PgPool::get`] hands out another `Rc` to the
+//! least busy live connection, and any number of tasks may issue queries on
+//! it at the same time. A query is queued when its future is first polled
+//! and sent when the task yields, together with everything else queued in
+//! the meantime, as one pipeline with one `Sync` (one implicit transaction,
+//! one round trip). Within one request, build all query futures first and
+//! await them together (for example with
+//! `futures_util::future::try_join_all`); awaiting them one by one would
+//! make one round trip each.
+//!
+//! Reads of one batch share its implicit transaction, so a failing read
+//! fails the reads behind it in that batch (the connection stays up).
+//! Statements registered with [`PgConfig::write_statement`] run in a
+//! transaction of their own and are answered only after it committed.
 //!
 //! Responses on one connection come back in request order, so a slow
 //! statement delays everything queued behind it. Every connection therefore
@@ -34,7 +40,7 @@
 //!
 //! Because a connection is shared, session state (`BEGIN`, `SET`, temporary
 //! tables) would leak between tasks; do transactional work in a single
-//! statement or a single `batch_execute` script.
+//! statement or a single [`PgConn::batch_execute`] script.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -44,17 +50,22 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use super::{with_timeout, Error, DEFAULT_TIMEOUT};
 
-/// The driver, re-exported so applications use the same version for row and
-/// type traits without depending on it themselves.
-pub use tokio_postgres;
+pub mod row;
+pub mod wire;
 
-/// Query parameters, as tokio-postgres takes them.
-pub type Params<'a> = [&'a (dyn ToSql + Sync)];
+pub use row::Row;
+pub use wire::{Params, TextRows};
+
+/// Parameter and column types (`ToSql`, `FromSql`, `Type`), re-exported so
+/// applications use the same version as the pool.
+pub use postgres_types as types;
+
+/// tokio-postgres, re-exported for work outside the pool (an admin client,
+/// tests). The pool uses it only to parse connection URLs.
+pub use tokio_postgres;
 
 /// A connection that lived at least this long is considered healthy, so its
 /// loss resets the backoff and the slot reconnects at once.
@@ -64,7 +75,8 @@ const HEALTHY_UPTIME: Duration = Duration::from_secs(1);
 /// can be built at startup and cloned into every worker.
 #[derive(Debug, Clone)]
 pub struct PgConfig {
-    /// `postgres://user:pass@host:port/db` or a key=value connection string.
+    /// `postgres://user:pass@host:port/db` or a key=value connection string
+    /// (TCP hosts only).
     pub url: String,
     /// Connections this worker keeps open (at least 1).
     pub connections: usize,
@@ -76,9 +88,19 @@ pub struct PgConfig {
     pub backoff_min: Duration,
     /// Ceiling the delay doubles up to while the server stays unreachable.
     pub backoff_max: Duration,
-    /// SQL prepared on every connection, in registration order; see
-    /// [`PgConfig::statement`].
-    pub statements: Vec<String>,
+    /// Statements prepared on every connection, in registration order; see
+    /// [`PgConfig::statement`] and [`PgConfig::write_statement`].
+    pub statements: Vec<StatementSpec>,
+}
+
+/// One statement to prepare on every connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatementSpec {
+    /// The SQL, with `$1`, `$2`, ... for parameters.
+    pub sql: String,
+    /// Run in an implicit transaction of its own and answer only after the
+    /// commit (see [`PgConfig::write_statement`]).
+    pub write: bool,
 }
 
 /// Handle to a statement registered with [`PgConfig::statement`]; valid for
@@ -107,9 +129,20 @@ impl PgConfig {
         }
     }
 
-    /// Registers SQL to prepare on every connection and returns its handle.
+    /// Registers a read (or any statement whose effects may share a
+    /// transaction with the reads batched around it) to prepare on every
+    /// connection, and returns its handle.
     pub fn statement(&mut self, sql: impl Into<String>) -> StatementId {
-        self.statements.push(sql.into());
+        self.statements.push(StatementSpec { sql: sql.into(), write: false });
+        StatementId(self.statements.len() - 1)
+    }
+
+    /// Registers a write: each call runs in an implicit transaction of its
+    /// own (a `Sync` before and after it), so no other statement's error
+    /// can roll it back, and its caller is answered only after the commit.
+    /// It costs a transaction per call, so register only real writes.
+    pub fn write_statement(&mut self, sql: impl Into<String>) -> StatementId {
+        self.statements.push(StatementSpec { sql: sql.into(), write: true });
         StatementId(self.statements.len() - 1)
     }
 }
@@ -122,7 +155,7 @@ pub struct PgPool {
 
 struct Shared {
     /// `None` while the slot's task is (re)connecting.
-    slots: Box<[RefCell<Option<Rc<ConnInner>>>]>,
+    slots: Box<[RefCell<Option<Rc<wire::Connection>>>]>,
     /// Round-robin start for [`PgPool::get`], so ties spread over slots.
     next: Cell<usize>,
     timeout: Duration,
@@ -145,31 +178,66 @@ impl Drop for Shared {
 /// What a slot task needs to (re)connect; owned by the tasks, not the pool,
 /// so tasks can outlive a connect attempt without keeping the pool alive.
 struct Connector {
-    pg: tokio_postgres::Config,
-    statements: Vec<String>,
+    params: wire::ConnectParams,
+    statements: Vec<StatementSpec>,
+    timeout: Duration,
     connect_timeout: Duration,
     backoff_min: Duration,
     backoff_max: Duration,
-}
-
-struct ConnInner {
-    client: Client,
-    statements: Vec<Statement>,
 }
 
 /// A live connection and its prepared statements. Cheap to clone; holding it
 /// does not block other tasks from using the same connection.
 #[derive(Clone)]
 pub struct PgConn {
-    inner: Rc<ConnInner>,
+    inner: Rc<wire::Connection>,
     timeout: Duration,
+}
+
+/// Startup parameters and hosts from a parsed URL.
+fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire::ConnectParams, Error> {
+    use tokio_postgres::config::Host;
+    let user = pg.get_user().ok_or_else(|| Error::Config("the PostgreSQL URL names no user".into()))?;
+    let ports = pg.get_ports();
+    let mut hosts = Vec::new();
+    for (i, host) in pg.get_hosts().iter().enumerate() {
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        match host {
+            Host::Tcp(name) => hosts.push((name.clone(), port)),
+            #[allow(unreachable_patterns)]
+            _ => return Err(Error::Config("only TCP hosts are supported, not Unix sockets".into())),
+        }
+    }
+    if hosts.is_empty() {
+        hosts.push(("localhost".to_string(), ports.first().copied().unwrap_or(5432)));
+    }
+    let mut startup = vec![("client_encoding".to_string(), "UTF8".to_string())];
+    startup.push(("database".to_string(), pg.get_dbname().unwrap_or(user).to_string()));
+    startup
+        .push(("application_name".to_string(), pg.get_application_name().unwrap_or("peregrine").to_string()));
+    // Queries on a connection are answered in order, so one runaway
+    // statement would stall every query pipelined behind it even after its
+    // caller timed out. Have the server abort statements at the same
+    // deadline (unless the URL sets its own statement_timeout).
+    let mut options = pg.get_options().unwrap_or_default().to_string();
+    if !options.contains("statement_timeout") {
+        let ms = timeout.as_millis().max(1);
+        options = format!("{options} -c statement_timeout={ms}").trim_start().to_string();
+    }
+    startup.push(("options".to_string(), options));
+    Ok(wire::ConnectParams {
+        hosts,
+        user: user.to_string(),
+        password: pg.get_password().map(<[u8]>::to_vec),
+        startup,
+    })
 }
 
 impl PgPool {
     /// Creates the pool and starts connecting every slot in the background.
     ///
     /// Fails only on configuration errors (unparsable URL, zero
-    /// connections), never because the database is down.
+    /// connections, a Unix-socket host), never because the database is down.
     ///
     /// # Panics
     ///
@@ -179,21 +247,9 @@ impl PgPool {
         if config.connections == 0 {
             return Err(Error::Config("a pool needs at least one connection".into()));
         }
-        let mut pg = tokio_postgres::Config::from_str(&config.url)
+        let pg = tokio_postgres::Config::from_str(&config.url)
             .map_err(|e| Error::Config(format!("invalid PostgreSQL URL: {e}")))?;
-        if pg.get_application_name().is_none() {
-            pg.application_name("peregrine");
-        }
-        pg.connect_timeout(config.connect_timeout);
-        // Queries on a connection are answered in order, so one runaway
-        // statement would stall every query pipelined behind it even after
-        // its caller timed out. Have the server abort statements at the same
-        // deadline (unless the URL sets its own statement_timeout).
-        let options = pg.get_options().unwrap_or_default().to_string();
-        if !options.contains("statement_timeout") {
-            let ms = config.timeout.as_millis().max(1);
-            pg.options(format!("{options} -c statement_timeout={ms}").trim_start());
-        }
+        let params = connect_params(&pg, config.timeout)?;
 
         let up = Rc::new(Notify::new());
         let wake = Rc::new(Notify::new());
@@ -206,8 +262,9 @@ impl PgPool {
             wake: wake.clone(),
         });
         let connector = Rc::new(Connector {
-            pg,
+            params,
             statements: config.statements,
+            timeout: config.timeout,
             connect_timeout: config.connect_timeout,
             backoff_min: config.backoff_min,
             backoff_max: config.backoff_max.max(config.backoff_min),
@@ -230,13 +287,13 @@ impl PgPool {
         let slots = &self.shared.slots;
         let start = self.shared.next.get();
         self.shared.next.set((start + 1) % slots.len());
-        let mut best: Option<(usize, Rc<ConnInner>)> = None;
+        let mut best: Option<(usize, Rc<wire::Connection>)> = None;
         for k in 0..slots.len() {
             let slot = slots[(start + k) % slots.len()].borrow();
             let Some(conn) = slot.as_ref() else { continue };
             // The slot task clears a dead slot only after it notices; the
-            // client knows sooner.
-            if conn.client.is_closed() {
+            // connection knows sooner.
+            if conn.is_closed() {
                 continue;
             }
             // One reference is the slot's own; the rest are in-flight users.
@@ -267,7 +324,7 @@ impl PgPool {
         }
     }
 
-    fn conn(&self, inner: Rc<ConnInner>) -> PgConn {
+    fn conn(&self, inner: Rc<wire::Connection>) -> PgConn {
         PgConn { inner, timeout: self.shared.timeout }
     }
 
@@ -295,7 +352,7 @@ impl PgPool {
         self.shared
             .slots
             .iter()
-            .filter(|slot| slot.borrow().as_ref().is_some_and(|conn| !conn.client.is_closed()))
+            .filter(|slot| slot.borrow().as_ref().is_some_and(|conn| !conn.is_closed()))
             .count()
     }
 
@@ -345,24 +402,8 @@ impl PgPool {
 }
 
 impl PgConn {
-    /// The underlying client, for anything the helpers below do not cover.
-    /// Wrap calls in [`PgConn::timed`] so they keep the pool's deadline.
-    pub fn client(&self) -> &Client {
-        &self.inner.client
-    }
-
-    /// The prepared statement for `id`; `None` if `id` came from a config
-    /// with fewer statements than this pool's.
-    pub fn statement(&self, id: StatementId) -> Option<&Statement> {
-        self.inner.statements.get(id.0)
-    }
-
-    fn prepared(&self, id: StatementId) -> Result<&Statement, Error> {
-        self.statement(id)
-            .ok_or_else(|| Error::Config(format!("statement #{} was not registered with this pool", id.0)))
-    }
-
-    /// The per-call timeout.
+    /// The per-call timeout, which the connection's driver enforces for
+    /// every call (no timer per call).
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -376,52 +417,74 @@ impl PgConn {
         with_timeout(self.timeout, fut).await
     }
 
+    /// Whether this connection has been lost (calls on it fail with
+    /// [`Error::Unavailable`]; get another from the pool).
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    async fn run(&self, id: StatementId, params: &Params<'_>) -> Result<wire::Outcome, Error> {
+        self.inner.start(id.0, params)?.await
+    }
+
     /// Runs a prepared statement expected to return exactly one row.
     pub async fn query_one(&self, id: StatementId, params: &Params<'_>) -> Result<Row, Error> {
-        let stmt = self.prepared(id)?;
-        self.timed(self.inner.client.query_one(stmt, params)).await
+        let outcome = self.run(id, params).await?;
+        match (outcome.first, outcome.rest.len()) {
+            (Some(row), 0) => Ok(row),
+            (None, _) => Err(Error::Query("query returned no row, expected one".into())),
+            (Some(_), more) => Err(Error::Query(format!("query returned {} rows, expected one", more + 1))),
+        }
     }
 
     /// Runs a prepared statement returning zero or one row.
     pub async fn query_opt(&self, id: StatementId, params: &Params<'_>) -> Result<Option<Row>, Error> {
-        let stmt = self.prepared(id)?;
-        self.timed(self.inner.client.query_opt(stmt, params)).await
+        let outcome = self.run(id, params).await?;
+        match outcome.rest.len() {
+            0 => Ok(outcome.first),
+            more => Err(Error::Query(format!("query returned {} rows, expected at most one", more + 1))),
+        }
     }
 
     /// Runs a prepared statement and collects all rows.
     pub async fn query(&self, id: StatementId, params: &Params<'_>) -> Result<Vec<Row>, Error> {
-        let stmt = self.prepared(id)?;
-        self.timed(self.inner.client.query(stmt, params)).await
+        Ok(self.run(id, params).await?.into_rows())
     }
 
     /// Runs a prepared statement and returns the number of rows affected.
+    /// For a statement registered with [`PgConfig::write_statement`] this
+    /// returns after the write committed.
     pub async fn execute(&self, id: StatementId, params: &Params<'_>) -> Result<u64, Error> {
-        let stmt = self.prepared(id)?;
-        self.timed(self.inner.client.execute(stmt, params)).await
+        Ok(self.run(id, params).await?.affected)
     }
 
     /// Runs a script of `;`-separated statements (simple protocol, no
     /// parameters). A script without explicit `BEGIN`/`COMMIT` runs as one
     /// implicit transaction, which keeps it atomic on a shared connection.
     pub async fn batch_execute(&self, sql: &str) -> Result<(), Error> {
-        self.timed(self.inner.client.batch_execute(sql)).await
+        self.inner.start_simple(sql)?.await.map(drop)
+    }
+
+    /// Runs a script like [`PgConn::batch_execute`] and returns the rows
+    /// of its statements as text, for administrative queries (counts,
+    /// settings) that are not worth registering.
+    pub async fn simple_query(&self, sql: &str) -> Result<TextRows, Error> {
+        Ok(self.inner.start_simple(sql)?.await?.text)
     }
 }
 
 impl From<tokio_postgres::Error> for Error {
+    /// For applications that also run their own tokio-postgres client:
+    /// the same grouping the pool uses for its own errors.
     fn from(e: tokio_postgres::Error) -> Self {
         if e.is_closed() {
             return Error::Unavailable;
         }
         if let Some(db) = e.as_db_error() {
             let code = db.code().code();
-            // 08: connection exception; 57P0x: server shutting down or
-            // terminated this backend; 53300: too many connections.
             if code.starts_with("08") || code.starts_with("57P0") || code == "53300" {
                 return Error::Unavailable;
             }
-            // 57014: cancelled, in practice by our statement_timeout, which
-            // is the pool's deadline enforced by the server.
             if code == "57014" {
                 return Error::Timeout;
             }
@@ -462,13 +525,8 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
                 *shared.slots[index].borrow_mut() = None;
                 drop(shared);
                 match outcome {
-                    Ok(Ok(())) => tracing::warn!(slot = index, "PostgreSQL connection closed"),
-                    Ok(Err(e)) => {
-                        tracing::warn!(slot = index, error = %e, "PostgreSQL connection lost")
-                    }
-                    Err(e) => {
-                        tracing::warn!(slot = index, error = %e, "PostgreSQL connection task failed")
-                    }
+                    Ok(()) => tracing::warn!(slot = index, "PostgreSQL connection closed"),
+                    Err(e) => tracing::warn!(slot = index, error = %e, "PostgreSQL connection lost"),
                 }
                 if since.elapsed() >= HEALTHY_UPTIME {
                     backoff = connector.backoff_min;
@@ -499,41 +557,11 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
     }
 }
 
-type Driver = tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>;
-
-/// Connects and prepares every statement; the returned handle completes
-/// when the connection closes.
-async fn open(connector: &Connector) -> Result<(Rc<ConnInner>, Driver), String> {
-    let (client, connection) = connector.pg.connect(NoTls).await.map_err(|e| error_chain(&e))?;
-    // The connection future does the socket I/O; it must run while we
-    // prepare, and for as long as the client is in use.
-    let driver = tokio::task::spawn_local(connection);
-    let mut statements = Vec::with_capacity(connector.statements.len());
-    for sql in &connector.statements {
-        match client.prepare(sql).await {
-            Ok(stmt) => statements.push(stmt),
-            Err(e) => {
-                // Dropping the client closes the connection and ends the
-                // driver task.
-                drop(client);
-                return Err(format!("preparing {sql:?}: {}", error_chain(&e)));
-            }
-        }
-    }
-    Ok((Rc::new(ConnInner { client, statements }), driver))
-}
-
-/// tokio-postgres puts the useful part (the server's message, the OS error)
-/// in the source chain; `Display` alone says only "db error".
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+/// Connects and prepares every statement; the returned driver must be
+/// polled for the connection to work and completes when it closes.
+async fn open(connector: &Connector) -> Result<(Rc<wire::Connection>, wire::Driver), String> {
+    let (conn, driver) = wire::connect(&connector.params, &connector.statements, connector.timeout).await?;
+    Ok((Rc::new(conn), driver))
 }
 
 /// Scales `d` by a random factor in [0.5, 1.0) so the slots of many workers
@@ -562,7 +590,10 @@ mod tests {
         let a = config.statement("SELECT 1");
         let b = config.statement("SELECT 2");
         assert_eq!((a.index(), b.index()), (0, 1));
-        assert_eq!(config.statements, ["SELECT 1", "SELECT 2"]);
+        let w = config.write_statement("UPDATE t SET x = 1");
+        assert_eq!(w.index(), 2);
+        let sql: Vec<_> = config.statements.iter().map(|s| (s.sql.as_str(), s.write)).collect();
+        assert_eq!(sql, [("SELECT 1", false), ("SELECT 2", false), ("UPDATE t SET x = 1", true)]);
     }
 
     #[tokio::test]
