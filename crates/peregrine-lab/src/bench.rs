@@ -27,7 +27,7 @@ mod chart;
 mod composite;
 pub(crate) mod config;
 mod levels;
-mod procfs;
+pub(crate) mod procfs;
 mod progress;
 mod report;
 pub(crate) mod server;

@@ -274,6 +274,19 @@ pub enum Noise {
 impl Noise {
     pub const ALL: [Noise; 4] = [Noise::BadMethod, Noise::UnknownPath, Noise::WrongMethod, Noise::Garbage];
 
+    /// Parses a `--kinds` value.
+    pub fn parse(name: &str) -> Result<Noise, String> {
+        match name {
+            "bad-method" => Ok(Noise::BadMethod),
+            "unknown-path" => Ok(Noise::UnknownPath),
+            "wrong-method" => Ok(Noise::WrongMethod),
+            "garbage" => Ok(Noise::Garbage),
+            other => {
+                Err(format!("unknown noise kind {other:?} (bad-method, unknown-path, wrong-method, garbage)"))
+            }
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Noise::BadMethod => "bad method",
@@ -334,41 +347,55 @@ impl NoiseStats {
     }
 }
 
-/// Sends noise at `rate` per second until `stop` turns true: the request
-/// kinds on a few keep-alive connections (reopened when the server closes
-/// them), garbage on a fresh connection each time.
-pub async fn noise(addr: SocketAddr, rate: f64, mut stop: watch::Receiver<bool>) -> NoiseStats {
+/// Sends noise at `rate` per second until `stop` turns true. Unknown paths
+/// and disallowed methods go over keep-alive connections, reused while the
+/// server keeps them open (a real client's stray requests arrive that way);
+/// bad methods and garbage each open a fresh connection, since the server
+/// answers them and closes.
+pub async fn noise(
+    addr: SocketAddr,
+    rate: f64,
+    kinds: Vec<Noise>,
+    mut stop: watch::Receiver<bool>,
+) -> NoiseStats {
     let stats = Rc::new(std::cell::RefCell::new(NoiseStats::default()));
+    let idle: Rc<std::cell::RefCell<Vec<TcpStream>>> = Rc::default();
     let in_flight = std::sync::Arc::new(Semaphore::new(64));
-    let period = Duration::from_secs_f64(1.0 / rate.max(1.0));
-    let mut ticker = tokio::time::interval(period);
+    // Bursts every 10 ms rather than a timer per request: the generator
+    // shares the load CPU with wrk and must not cost more than its noise.
+    const TICK: Duration = Duration::from_millis(10);
+    let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let started = Instant::now();
     let mut seq = 0u64;
-    loop {
+    'ticks: loop {
         tokio::select! {
             _ = stop.changed() => break,
             _ = ticker.tick() => {}
         }
-        let kind = Noise::ALL[(seq % 4) as usize];
-        seq += 1;
-        let Ok(permit) = std::sync::Arc::clone(&in_flight).acquire_owned().await else { break };
-        let stats = Rc::clone(&stats);
-        tokio::task::spawn_local(async move {
-            let outcome = one_noise(addr, kind, seq).await;
-            let mut s = stats.borrow_mut();
-            let k = kind as usize;
-            s.sent[k] += 1;
-            match outcome {
-                Ok(status) if kind.accepts(status) => s.answered_right[k] += 1,
-                other => {
-                    s.wrong_count += 1;
-                    if s.wrong.len() < 5 {
-                        s.wrong.push(format!("{}: {other:?}", kind.name()));
+        let due = (started.elapsed().as_secs_f64() * rate) as u64;
+        while seq < due {
+            let Some(&kind) = kinds.get(seq as usize % kinds.len().max(1)) else { break 'ticks };
+            seq += 1;
+            let Ok(permit) = std::sync::Arc::clone(&in_flight).acquire_owned().await else { break 'ticks };
+            let (stats, idle) = (Rc::clone(&stats), Rc::clone(&idle));
+            tokio::task::spawn_local(async move {
+                let outcome = one_noise(addr, kind, seq, &idle).await;
+                let mut s = stats.borrow_mut();
+                let k = kind as usize;
+                s.sent[k] += 1;
+                match outcome {
+                    Ok(status) if kind.accepts(status) => s.answered_right[k] += 1,
+                    other => {
+                        s.wrong_count += 1;
+                        if s.wrong.len() < 5 {
+                            s.wrong.push(format!("{}: {other:?}", kind.name()));
+                        }
                     }
                 }
-            }
-            drop(permit);
-        });
+                drop(permit);
+            });
+        }
     }
     // Let the last ones finish.
     let _ = tokio::time::timeout(Duration::from_secs(5), in_flight.acquire_many(64)).await;
@@ -376,16 +403,28 @@ pub async fn noise(addr: SocketAddr, rate: f64, mut stop: watch::Receiver<bool>)
     s
 }
 
-/// One noise request on its own connection (keep-alive reuse would save
-/// little at these rates and complicate telling answers apart).
-async fn one_noise(addr: SocketAddr, kind: Noise, seq: u64) -> Result<u16, String> {
-    let mut stream = connect_retrying(addr, 3).await.ok_or("cannot connect")?;
+/// One noise request; returns the status it was answered with.
+async fn one_noise(
+    addr: SocketAddr,
+    kind: Noise,
+    seq: u64,
+    idle: &std::cell::RefCell<Vec<TcpStream>>,
+) -> Result<u16, String> {
+    let reusable = matches!(kind, Noise::UnknownPath | Noise::WrongMethod);
+    let pooled = if reusable { idle.borrow_mut().pop() } else { None };
+    let mut stream = match pooled {
+        Some(s) => s,
+        None => connect_retrying(addr, 3).await.ok_or("cannot connect")?,
+    };
     stream.write_all(&kind.request(seq)).await.map_err(|e| format!("write: {e}"))?;
     let mut buf = Vec::new();
     let response = tokio::time::timeout(Duration::from_secs(5), read_response(&mut stream, &mut buf))
         .await
         .map_err(|_| "no answer within 5 s".to_string())?
         .map_err(|e| e.to_string())?;
+    if reusable && !response.close && buf.is_empty() {
+        idle.borrow_mut().push(stream);
+    }
     Ok(response.status)
 }
 

@@ -13,7 +13,7 @@
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, noise, Noise, NoiseStats};
-use super::target::{Target, TargetArgs, Wrk};
+use super::target::{server_cpu_secs, Target, TargetArgs, Wrk};
 use super::{ratio, Report};
 
 #[derive(ClapArgs, Debug)]
@@ -30,8 +30,14 @@ pub struct Args {
     #[arg(long, default_value_t = 256)]
     connections: u32,
     /// Noise rate as a share of the clean request rate.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.02)]
     noise_share: f64,
+    /// Kinds of noise, sent in turn.
+    #[arg(long, value_delimiter = ',', default_value = "bad-method,unknown-path,wrong-method,garbage", value_parser = Noise::parse)]
+    kinds: Vec<Noise>,
+    /// CPU list for the noise generator (default: the load CPU).
+    #[arg(long)]
+    noise_cpu: Option<String>,
     /// Fail when noisy throughput falls below this share of clean.
     #[arg(long, default_value_t = 0.90)]
     min_ratio: f64,
@@ -39,13 +45,15 @@ pub struct Args {
 
 pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let mut server = Target::start(target, "noisy", &[])?;
+    let pid = server.pid();
     let mut report = Report::new("noisy");
     report.figure("server log", server.log.display());
     let phases = (args.pairs.max(1) * 2) as f64;
     let phase_secs = ((args.duration as f64 / phases).round() as u32).max(2);
     println!("noisy: {} pairs of {phase_secs} s phases on {}", args.pairs.max(1), args.path);
-    // The load CPU runs wrk and the noise both; pin this process there.
-    pin_self(&target.load_cpu);
+    // The noise generator (this thread) runs with wrk on the load CPU by
+    // default, so the server's CPU is the server's alone.
+    pin_self(args.noise_cpu.as_deref().unwrap_or(&target.load_cpu));
 
     let wrk = Wrk::new(server.url(&args.path), args.connections, phase_secs);
     let (mut clean_requests, mut noisy_requests, mut errors) = (0u64, 0u64, 0u64);
@@ -53,29 +61,39 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let mut noise_stats = NoiseStats::default();
     let mut rate = 0.0;
     for pair in 0..args.pairs.max(1) {
+        let cpu_before = server_cpu_secs(pid)?;
         let clean = wrk.run(&target.load_cpu)?;
-        println!("  clean phase {}: {:.0} req/s", pair + 1, clean.requests_per_sec);
+        let clean_busy = (server_cpu_secs(pid)? - cpu_before) / clean.duration_secs.max(1e-9);
+        println!(
+            "  clean phase {}: {:.0} req/s, server CPU {:.0}% busy",
+            pair + 1,
+            clean.requests_per_sec,
+            clean_busy * 100.0
+        );
         clean_requests += clean.total_requests;
         clean_secs += clean.duration_secs;
         errors += clean.error_count();
         if pair == 0 {
             rate = clean.requests_per_sec * args.noise_share;
         }
+        let cpu_before = server_cpu_secs(pid)?;
         let running = wrk.spawn(&target.load_cpu)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let addr = server.addr;
+        let (addr, kinds) = (server.addr, args.kinds.clone());
         let stats = block_on(async move {
-            let noise_task = tokio::task::spawn_local(noise(addr, rate, stop_rx));
+            let noise_task = tokio::task::spawn_local(noise(addr, rate, kinds, stop_rx));
             tokio::time::sleep(std::time::Duration::from_secs(u64::from(phase_secs))).await;
             let _ = stop_tx.send(true);
             noise_task.await.unwrap_or_default()
         })?;
         let noisy = running.finish()?;
+        let noisy_busy = (server_cpu_secs(pid)? - cpu_before) / noisy.duration_secs.max(1e-9);
         println!(
-            "  noisy phase {}: {:.0} req/s valid, {} noise requests",
+            "  noisy phase {}: {:.0} req/s valid, {} noise requests, server CPU {:.0}% busy",
             pair + 1,
             noisy.requests_per_sec,
-            stats.total_sent()
+            stats.total_sent(),
+            noisy_busy * 100.0
         );
         noisy_requests += noisy.total_requests;
         noisy_secs += noisy.duration_secs;

@@ -187,6 +187,29 @@ impl RunningWrk {
     }
 }
 
+/// Runs `wrk` against the server and returns its report with the server's
+/// requests per CPU-second over the run (utime + stime from `/proc`).
+pub fn measured_run(wrk: &Wrk, cpu: &str, pid: u32) -> Result<(WrkReport, f64), String> {
+    let before = server_cpu_secs(pid)?;
+    let report = wrk.run(cpu)?;
+    let cpu_secs = server_cpu_secs(pid)? - before;
+    let per_cpu_sec = if cpu_secs > 0.0 { report.total_requests as f64 / cpu_secs } else { 0.0 };
+    Ok((report, per_cpu_sec))
+}
+
+/// CPU seconds (user + system) a process has used so far.
+pub fn server_cpu_secs(pid: u32) -> Result<f64, String> {
+    use crate::bench::procfs::{clock_ticks_per_second, read_cpu};
+    let ticks = clock_ticks_per_second().map_err(|e| e.to_string())? as f64;
+    Ok(read_cpu(pid).map_err(|e| e.to_string())?.total() as f64 / ticks)
+}
+
+/// The median of `values` (0 when empty).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    percentile(&mut v, 50.0)
+}
+
 /// Resident memory of a process in KiB (`VmRSS`).
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
