@@ -40,6 +40,11 @@ pub(crate) struct ConnTimer {
     wait: Cell<Wait>,
     /// Worker-clock seconds after which the connection is dropped.
     deadline: Cell<u64>,
+    /// Bumped on every [`ConnTimer::arm`], so a shutdown sweep can tell a
+    /// connection that stayed idle from one that served a request since.
+    epoch: Cell<u32>,
+    /// The epoch seen idle by the previous shutdown sweep.
+    idle_mark: Cell<Option<u32>>,
 }
 
 impl ConnTimer {
@@ -47,6 +52,7 @@ impl ConnTimer {
     pub(crate) fn arm(&self, wait: Wait, deadline: u64) {
         self.wait.set(wait);
         self.deadline.set(deadline);
+        self.epoch.set(self.epoch.get().wrapping_add(1));
     }
 }
 
@@ -99,7 +105,13 @@ impl Worker {
     }
 
     pub(crate) fn register(&self, fd: RawFd) -> (usize, Rc<ConnTimer>) {
-        let timer = Rc::new(ConnTimer { fd, wait: Cell::new(Wait::Idle), deadline: Cell::new(u64::MAX) });
+        let timer = Rc::new(ConnTimer {
+            fd,
+            wait: Cell::new(Wait::Idle),
+            deadline: Cell::new(u64::MAX),
+            epoch: Cell::new(0),
+            idle_mark: Cell::new(None),
+        });
         let key = self.conns.borrow_mut().insert(Rc::clone(&timer));
         (key, timer)
     }
@@ -126,21 +138,19 @@ impl Worker {
         self.first_tick.set(Some(first));
         let elapsed = (now - first).as_secs_f64().round() as u64;
         self.clock.set((self.clock.get() + 1).max(elapsed + 1));
-        self.sweep();
+        self.sweep(false);
     }
 
     /// Drops connections past their deadline and, during shutdown, idle ones.
-    fn sweep(&self) {
+    ///
+    /// `closing` (shutdown sweeps only, [`SHUTDOWN_SWEEP`] apart) also
+    /// closes connections idle since the previous such sweep.
+    fn sweep(&self, closing: bool) {
         let now = self.clock.get();
-        let closing = self.shutting_down.get();
         for (_, timer) in self.conns.borrow().iter() {
             let wait = timer.wait.get();
             let expired = wait != Wait::Busy && timer.deadline.get() <= now;
-            // An "idle" connection whose next request is already in the
-            // socket buffer is not idle: under load that is most of them,
-            // and closing them would drop requests the client has sent.
-            // They read it, answer it with `Connection: close` and end.
-            if expired || (closing && wait == Wait::Idle && !has_pending_input(timer.fd)) {
+            if expired || (closing && idle_since_last_sweep(timer)) {
                 if expired && wait == Wait::Head {
                     self.send_request_timeout(timer.fd);
                 }
@@ -174,6 +184,32 @@ impl Worker {
         }
     }
 }
+
+/// During shutdown: whether a connection has been idle, with nothing to
+/// read, since the previous shutdown sweep.
+///
+/// A keep-alive client that just got an answer sends its next request
+/// within moments; closing its connection in between would lose that
+/// request in flight. So a connection is closed only when two sweeps (at
+/// least [`SHUTDOWN_SWEEP`] apart) found it idle in the same waiting
+/// period; a busy client's next request is answered with
+/// `Connection: close` instead, and the connection ends by itself.
+fn idle_since_last_sweep(timer: &ConnTimer) -> bool {
+    if timer.wait.get() != Wait::Idle || has_pending_input(timer.fd) {
+        timer.idle_mark.set(None);
+        return false;
+    }
+    let epoch = timer.epoch.get();
+    if timer.idle_mark.get() == Some(epoch) {
+        return true;
+    }
+    timer.idle_mark.set(Some(epoch));
+    false
+}
+
+/// Interval between shutdown sweeps: how long a connection must stay idle
+/// before shutdown closes it.
+const SHUTDOWN_SWEEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether the socket has received bytes not read yet.
 fn has_pending_input(fd: RawFd) -> bool {
@@ -235,8 +271,12 @@ pub(crate) async fn run<S: 'static>(
     drop(listener);
     worker.shutting_down.set(true);
     let deadline = Instant::now() + worker.config.shutdown_timeout;
+    let mut next_sweep = Instant::now();
     while worker.connection_count() > 0 && Instant::now() < deadline {
-        worker.sweep();
+        if Instant::now() >= next_sweep {
+            worker.sweep(true);
+            next_sweep = Instant::now() + SHUTDOWN_SWEEP;
+        }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     ticker.abort();
