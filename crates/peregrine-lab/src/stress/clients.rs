@@ -454,6 +454,25 @@ pub struct LoopStats {
     pub first_problem: Option<String>,
 }
 
+impl LoopStats {
+    /// Adds another loop's (or client process's) counts to these.
+    pub fn absorb(&mut self, other: LoopStats) {
+        self.ok += other.ok;
+        self.other_status += other.other_status;
+        self.unavailable += other.unavailable;
+        self.timed_out += other.timed_out;
+        self.truncated += other.truncated;
+        self.unanswered += other.unanswered;
+        self.close_announced += other.close_announced;
+        self.connect_failed += other.connect_failed;
+        self.malformed += other.malformed;
+        self.latencies_ms.extend(other.latencies_ms);
+        if self.first_problem.is_none() {
+            self.first_problem = other.first_problem;
+        }
+    }
+}
+
 /// Longest a keep-alive loop waits for one answer before counting it as
 /// timed out and reconnecting.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -543,19 +562,7 @@ pub async fn keepalive_loops(
     let mut total = LoopStats::default();
     for task in tasks {
         if let Ok(s) = task.await {
-            total.ok += s.ok;
-            total.other_status += s.other_status;
-            total.unavailable += s.unavailable;
-            total.timed_out += s.timed_out;
-            total.truncated += s.truncated;
-            total.unanswered += s.unanswered;
-            total.close_announced += s.close_announced;
-            total.connect_failed += s.connect_failed;
-            total.malformed += s.malformed;
-            total.latencies_ms.extend(s.latencies_ms);
-            if total.first_problem.is_none() {
-                total.first_problem = s.first_problem;
-            }
+            total.absorb(s);
         }
     }
     total

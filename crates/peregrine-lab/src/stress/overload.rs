@@ -139,15 +139,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             let text = String::from_utf8_lossy(&out.stdout);
             let stats: LoopStats = serde_json::from_str(text.trim())
                 .map_err(|e| format!("client process printed {text:?} ({}): {e}", out.status))?;
-            total.ok += stats.ok;
-            total.other_status += stats.other_status;
-            total.unavailable += stats.unavailable;
-            total.timed_out += stats.timed_out;
-            total.truncated += stats.truncated;
-            total.unanswered += stats.unanswered;
-            total.malformed += stats.malformed;
-            total.connect_failed += stats.connect_failed;
-            total.latencies_ms.extend(stats.latencies_ms);
+            total.absorb(stats);
         }
         let answered = total.latencies_ms.len();
         let p50 = percentile(&mut total.latencies_ms, 50.0);
