@@ -347,11 +347,11 @@ impl NoiseStats {
     }
 }
 
-/// Sends noise at `rate` per second until `stop` turns true. Unknown paths
-/// and disallowed methods go over keep-alive connections, reused while the
-/// server keeps them open (a real client's stray requests arrive that way);
-/// bad methods and garbage each open a fresh connection, since the server
-/// answers them and closes.
+/// Sends noise at `rate` per second until `stop` turns true. Bad methods,
+/// unknown paths and disallowed methods go over keep-alive connections,
+/// reused while the server keeps them open (a real client's stray requests
+/// arrive that way); garbage opens a fresh connection each time, since the
+/// server answers it `400` and closes.
 pub async fn noise(
     addr: SocketAddr,
     rate: f64,
@@ -410,7 +410,9 @@ async fn one_noise(
     seq: u64,
     idle: &std::cell::RefCell<Vec<TcpStream>>,
 ) -> Result<u16, String> {
-    let reusable = matches!(kind, Noise::UnknownPath | Noise::WrongMethod);
+    // Garbage always ends its connection; the rest reuse one while the
+    // server keeps it open (it says so in every answer).
+    let reusable = kind != Noise::Garbage;
     let pooled = if reusable { idle.borrow_mut().pop() } else { None };
     let mut stream = match pooled {
         Some(s) => s,
