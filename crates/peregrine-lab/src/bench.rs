@@ -31,7 +31,7 @@ pub(crate) mod procfs;
 mod progress;
 mod report;
 pub(crate) mod server;
-mod stats;
+pub(crate) mod stats;
 pub(crate) mod wrk;
 
 pub(crate) use report::count;
@@ -341,35 +341,17 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     Ok(Plan { servers, settings, pipeline_script, logs })
 }
 
-/// Raises the soft open-files limit to the hard one when `connections`
-/// sockets (plus slack for the process's own files) would not fit. wrk and
-/// the servers inherit the limit, and wrk at 1024 connections needs more
-/// than the common default of 1024.
+/// Makes sure `connections` sockets (plus slack for the process's own
+/// files) fit under the open-files limit, raising the soft limit to the hard
+/// one. wrk and the servers inherit the limit, and wrk at 1024 connections
+/// needs more than the common default of 1024.
 fn raise_fd_limit(connections: u32) -> Result<(), String> {
-    let needed = libc::rlim_t::from(connections) + 128;
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one rlimit into the valid struct passed.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Ok(()); // Unknown limit: let wrk report it if it bites.
-    }
-    if limit.rlim_cur >= needed {
-        return Ok(());
-    }
-    if limit.rlim_max < needed {
+    let needed = u64::from(connections) + 128;
+    let limit = server::raise_fd_limit();
+    if limit < needed {
         return Err(format!(
-            "{connections} connections need about {needed} open files, but the hard limit is {}; \
-             raise it (ulimit -Hn) or pass a smaller --connections",
-            limit.rlim_max
-        ));
-    }
-    let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-    // SAFETY: setrlimit reads the valid struct passed.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        return Err(format!(
-            "cannot raise the open-files limit from {} to {}: {}",
-            limit.rlim_cur,
-            limit.rlim_max,
-            std::io::Error::last_os_error()
+            "{connections} connections need about {needed} open files, but the limit is {limit}; \
+             raise the hard limit (ulimit -Hn) or pass a smaller --connections"
         ));
     }
     Ok(())

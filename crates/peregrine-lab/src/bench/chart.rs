@@ -226,25 +226,9 @@ pub fn svg(levels: &TestLevels, servers: &[String], summaries: &[Summary]) -> St
 mod tests {
     use super::*;
     use crate::bench::levels::{plan, LevelOptions};
-    use crate::bench::stats::Spread;
 
     fn summary(test: &str, level: crate::bench::levels::Level, server: &str, rps: f64) -> Summary {
-        Summary {
-            test: test.into(),
-            level,
-            server: server.into(),
-            runs: 1,
-            clean_runs: 1,
-            requests_per_sec: Some(Spread { median: rps, min: rps, max: rps }),
-            requests_per_cpu_second: None,
-            latency_p50_ms: None,
-            latency_p99_ms: None,
-            peak_rss_kib: None,
-            errors: 0,
-            failed_runs: 0,
-            ratio_requests_per_sec: None,
-            ratio_requests_per_cpu_second: None,
-        }
+        Summary::single(test, level, server, Some(rps))
     }
 
     #[test]

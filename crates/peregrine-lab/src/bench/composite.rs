@@ -134,25 +134,9 @@ pub fn compute(servers: &[String], summaries: &[Summary]) -> Composite {
 mod tests {
     use super::*;
     use crate::bench::levels::Level;
-    use crate::bench::stats::Spread;
 
     fn summary(test: &str, server: &str, count: Option<u32>, rps: Option<f64>) -> Summary {
-        Summary {
-            test: test.into(),
-            level: Level { connections: 256, count, pipeline: 1 },
-            server: server.into(),
-            runs: 1,
-            clean_runs: usize::from(rps.is_some()),
-            requests_per_sec: rps.map(|r| Spread { median: r, min: r, max: r }),
-            requests_per_cpu_second: None,
-            latency_p50_ms: None,
-            latency_p99_ms: None,
-            peak_rss_kib: None,
-            errors: 0,
-            failed_runs: 0,
-            ratio_requests_per_sec: None,
-            ratio_requests_per_cpu_second: None,
-        }
+        Summary::single(test, Level { connections: 256, count, pipeline: 1 }, server, rps)
     }
 
     #[test]

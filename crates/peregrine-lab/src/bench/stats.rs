@@ -138,6 +138,30 @@ pub struct Summary {
     pub ratio_requests_per_cpu_second: Option<f64>,
 }
 
+#[cfg(test)]
+impl Summary {
+    /// A one-run summary with only a requests/s figure (`None`: the run
+    /// failed), for tests of what is computed from summaries.
+    pub fn single(test: &str, level: Level, server: &str, rps: Option<f64>) -> Summary {
+        Summary {
+            test: test.into(),
+            level,
+            server: server.into(),
+            runs: 1,
+            clean_runs: usize::from(rps.is_some()),
+            requests_per_sec: rps.map(|r| Spread { median: r, min: r, max: r }),
+            requests_per_cpu_second: None,
+            latency_p50_ms: None,
+            latency_p99_ms: None,
+            peak_rss_kib: None,
+            errors: 0,
+            failed_runs: 0,
+            ratio_requests_per_sec: None,
+            ratio_requests_per_cpu_second: None,
+        }
+    }
+}
+
 /// Summarizes one server's runs on one test and level (ratios are filled in
 /// later by [`add_ratios`], once the baseline's summary exists).
 pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) -> Summary {

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// Socket-level failures wrk counts during a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,15 +198,45 @@ impl WrkRun {
 
     /// Runs wrk to completion and parses its report.
     pub fn run(&self) -> Result<WrkReport, String> {
-        let argv = self.argv();
-        let output = Command::new(&argv[0])
-            .args(&argv[1..])
-            .output()
-            .map_err(|e| format!("cannot run `{}`: {e}", argv.join(" ")))?;
+        spawn(self.argv())?.finish()
+    }
+}
+
+/// Starts wrk (`argv`, usually `taskset -c CPU wrk ...`) in the background.
+pub fn spawn(argv: Vec<String>) -> Result<RunningWrk, String> {
+    let (program, args) = argv.split_first().ok_or("empty wrk command")?;
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            format!("cannot run `{}` (is wrk installed? scripts/install-tools): {e}", argv.join(" "))
+        })?;
+    Ok(RunningWrk { child, argv })
+}
+
+/// A wrk process started by [`spawn`].
+pub struct RunningWrk {
+    child: Child,
+    argv: Vec<String>,
+}
+
+impl RunningWrk {
+    /// Waits for wrk to end and parses its report.
+    pub fn finish(self) -> Result<WrkReport, String> {
+        let output = self.child.wait_with_output().map_err(|e| format!("waiting for wrk: {e}"))?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(format!("wrk failed ({}): {}{}", output.status, stderr.trim(), stdout.trim()));
+            return Err(format!(
+                "`{}` failed ({}): {}{}",
+                self.argv.join(" "),
+                output.status,
+                stderr.trim(),
+                stdout.trim()
+            ));
         }
         parse_output(&stdout).map_err(|e| format!("{e}\n--- wrk printed ---\n{stdout}"))
     }

@@ -14,7 +14,7 @@
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, noise, Noise, NoiseStats};
-use super::target::{median, server_cpu_secs, Target, TargetArgs, Wrk};
+use super::target::{median, pin_self, server_cpu_secs, Target, TargetArgs, Wrk};
 use super::{ratio, Report};
 
 #[derive(ClapArgs, Debug)]
@@ -143,21 +143,4 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     report.check(noise_stats.total_sent() > 0, "noise was sent");
     report.check(server.server.check_alive().is_ok(), "server still running");
     Ok(report.finish())
-}
-
-/// Pins the calling thread (the lab's client runtime) to `cpus`.
-pub(super) fn pin_self(cpus: &str) {
-    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and passed by pointer
-    // to sched_setaffinity for this thread only.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let mut any = false;
-        for cpu in cpus.split(',').filter_map(|c| c.trim().parse::<usize>().ok()) {
-            libc::CPU_SET(cpu, &mut set);
-            any = true;
-        }
-        if any {
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-    }
 }

@@ -20,8 +20,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops, LoopStats};
-use super::noisy::pin_self;
-use super::target::{fd_count, percentile, probe, raise_fd_limit, Target, TargetArgs};
+use super::target::{fd_count, percentile, pin_self, probe, raise_fd_limit, Target, TargetArgs};
 use super::Report;
 
 #[derive(ClapArgs, Debug)]

@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops};
-use super::noisy::pin_self;
-use super::target::{Target, TargetArgs};
+use super::target::{pin_self, Target, TargetArgs};
 use super::Report;
 
 #[derive(ClapArgs, Debug)]

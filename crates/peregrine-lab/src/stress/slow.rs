@@ -18,8 +18,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, slow_clients, SlowOutcome};
-use super::noisy::pin_self;
-use super::target::{measured_run, median, percentile, Target, TargetArgs, Wrk};
+use super::target::{measured_run, median, percentile, pin_self, Target, TargetArgs, Wrk};
 use super::{ratio, Report};
 
 #[derive(ClapArgs, Debug)]

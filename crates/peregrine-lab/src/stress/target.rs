@@ -5,14 +5,16 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use clap::Args;
 
 use crate::bench::config::ServerSpec;
+pub use crate::bench::server::raise_fd_limit;
 use crate::bench::server::{accepts, RunningServer};
-use crate::bench::wrk::{parse_output, WrkReport};
+use crate::bench::stats;
+use crate::bench::wrk::{self, RunningWrk, WrkReport};
+use crate::verify::client;
 
 /// Where and how the server under test runs; shared by every scenario.
 #[derive(Args, Clone, Debug)]
@@ -143,47 +145,12 @@ impl Wrk {
 
     /// Starts wrk in the background.
     pub fn spawn(&self, cpu: &str) -> Result<RunningWrk, String> {
-        let argv = self.argv(cpu);
-        let child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                format!("cannot run `{}` (is wrk installed? scripts/install-tools): {e}", argv.join(" "))
-            })?;
-        Ok(RunningWrk { child, argv })
+        wrk::spawn(self.argv(cpu))
     }
 
     /// Runs wrk to completion.
     pub fn run(&self, cpu: &str) -> Result<WrkReport, String> {
         self.spawn(cpu)?.finish()
-    }
-}
-
-/// A wrk process started by [`Wrk::spawn`].
-pub struct RunningWrk {
-    child: Child,
-    argv: Vec<String>,
-}
-
-impl RunningWrk {
-    /// Waits for wrk to end and parses its report.
-    pub fn finish(self) -> Result<WrkReport, String> {
-        let output = self.child.wait_with_output().map_err(|e| format!("waiting for wrk: {e}"))?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(format!(
-                "`{}` failed ({}): {}{}",
-                self.argv.join(" "),
-                output.status,
-                stderr.trim(),
-                stdout.trim()
-            ));
-        }
-        parse_output(&stdout).map_err(|e| format!("{e}\n--- wrk printed ---\n{stdout}"))
     }
 }
 
@@ -206,8 +173,7 @@ pub fn server_cpu_secs(pid: u32) -> Result<f64, String> {
 
 /// The median of `values` (0 when empty).
 pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    percentile(&mut v, 50.0)
+    stats::median(values).unwrap_or(0.0)
 }
 
 /// Resident memory of a process in KiB (`VmRSS`).
@@ -224,40 +190,29 @@ pub fn fd_count(pid: u32) -> Option<usize> {
     std::fs::read_dir(format!("/proc/{pid}/fd")).ok().map(|dir| dir.count())
 }
 
-/// Raises the soft open-files limit to the hard one (for wrk's and our own
-/// client sockets) and returns it.
-pub fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read or fill the one valid struct.
+/// Pins the calling thread (the lab's client runtime) to `cpus`.
+pub fn pin_self(cpus: &str) {
+    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and passed by pointer
+    // to sched_setaffinity for this thread only.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let mut any = false;
+        for cpu in cpus.split(',').filter_map(|c| c.trim().parse::<usize>().ok()) {
+            libc::CPU_SET(cpu, &mut set);
+            any = true;
         }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit.rlim_cur = limit.rlim_max;
-            }
+        if any {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
         }
     }
-    limit.rlim_cur
 }
 
-/// Sends one `GET path` on a fresh connection and returns the status, or
-/// why there was none.
+/// Sends one `GET path` on a fresh connection (the verifier's raw client)
+/// and returns the status, or why there was none.
 pub fn probe(addr: SocketAddr, path: &str) -> Result<u16, String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-        .map_err(|e| format!("connect: {e}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).map_err(|e| format!("read: {e}"))?;
-    std::str::from_utf8(&head[9..12])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("not an HTTP response: {:?}", String::from_utf8_lossy(&head)))
+    let target =
+        client::Target { addr, host: "lab".into(), prefix: String::new(), timeout: Duration::from_secs(5) };
+    target.get(path).map(|response| response.status)
 }
 
 /// A percentile (0..=100) of `values` (sorted in place).

@@ -20,7 +20,7 @@
 mod arena;
 mod badinput;
 mod checks;
-mod client;
+pub(crate) mod client;
 mod config;
 mod date;
 mod db;
