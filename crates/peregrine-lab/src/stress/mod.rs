@@ -152,13 +152,13 @@ impl Report {
     }
 
     fn finish(mut self) -> Report {
-        self.finished = httpdate_now();
+        self.finished = utc_timestamp_now();
         self
     }
 }
 
 /// The current time as `YYYY-MM-DDTHH:MM:SSZ`, without a date crate.
-fn httpdate_now() -> String {
+fn utc_timestamp_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn timestamp_has_the_rfc3339_shape() {
-        let t = httpdate_now();
+        let t = utc_timestamp_now();
         assert_eq!(t.len(), 20, "{t}");
         assert!(t.starts_with("20") && t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
     }
