@@ -40,11 +40,10 @@ pub(crate) struct ConnTimer {
     wait: Cell<Wait>,
     /// Worker-clock seconds after which the connection is dropped.
     deadline: Cell<u64>,
-    /// Bumped on every [`ConnTimer::arm`], so a shutdown sweep can tell a
-    /// connection that stayed idle from one that served a request since.
-    epoch: Cell<u32>,
-    /// The epoch seen idle by the previous shutdown sweep.
-    idle_mark: Cell<Option<u32>>,
+    /// Set by a shutdown sweep that found the connection idle; cleared by
+    /// every [`ConnTimer::arm`], so it survives only while the connection
+    /// stays in that same idle period.
+    seen_idle: Cell<bool>,
 }
 
 impl ConnTimer {
@@ -52,7 +51,7 @@ impl ConnTimer {
     pub(crate) fn arm(&self, wait: Wait, deadline: u64) {
         self.wait.set(wait);
         self.deadline.set(deadline);
-        self.epoch.set(self.epoch.get().wrapping_add(1));
+        self.seen_idle.set(false);
     }
 }
 
@@ -109,8 +108,7 @@ impl Worker {
             fd,
             wait: Cell::new(Wait::Idle),
             deadline: Cell::new(u64::MAX),
-            epoch: Cell::new(0),
-            idle_mark: Cell::new(None),
+            seen_idle: Cell::new(false),
         });
         let key = self.conns.borrow_mut().insert(Rc::clone(&timer));
         (key, timer)
@@ -196,15 +194,10 @@ impl Worker {
 /// `Connection: close` instead, and the connection ends by itself.
 fn idle_since_last_sweep(timer: &ConnTimer) -> bool {
     if timer.wait.get() != Wait::Idle || has_pending_input(timer.fd) {
-        timer.idle_mark.set(None);
+        timer.seen_idle.set(false);
         return false;
     }
-    let epoch = timer.epoch.get();
-    if timer.idle_mark.get() == Some(epoch) {
-        return true;
-    }
-    timer.idle_mark.set(Some(epoch));
-    false
+    timer.seen_idle.replace(true)
 }
 
 /// Interval between shutdown sweeps: how long a connection must stay idle
