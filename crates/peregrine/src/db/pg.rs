@@ -481,14 +481,7 @@ impl From<tokio_postgres::Error> for Error {
             return Error::Unavailable;
         }
         if let Some(db) = e.as_db_error() {
-            let code = db.code().code();
-            if code.starts_with("08") || code.starts_with("57P0") || code == "53300" {
-                return Error::Unavailable;
-            }
-            if code == "57014" {
-                return Error::Timeout;
-            }
-            return Error::Query(db.to_string());
+            return wire::error_for_sqlstate(db.code().code(), db.to_string());
         }
         let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
         if io {

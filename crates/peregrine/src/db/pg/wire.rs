@@ -596,9 +596,15 @@ fn error_text(body: &ErrorResponseBody) -> String {
     format!("{text} (SQLSTATE {code})")
 }
 
-/// Maps a server error onto [`Error`] like the rest of the pool does.
+/// Maps a server error onto [`Error`].
 fn map_error(body: &ErrorResponseBody) -> Error {
     let (code, text) = error_fields(body);
+    error_for_sqlstate(&code, text)
+}
+
+/// How a web handler should treat a server error with SQLSTATE `code`; the
+/// one grouping for the pool's own errors and for tokio-postgres's.
+pub(crate) fn error_for_sqlstate(code: &str, message: String) -> Error {
     // 08: connection exception; 57P0x: server shutting down or terminated
     // this backend; 53300: too many connections.
     if code.starts_with("08") || code.starts_with("57P0") || code == "53300" {
@@ -609,7 +615,7 @@ fn map_error(body: &ErrorResponseBody) -> Error {
     if code == "57014" {
         return Error::Timeout;
     }
-    Error::Query(text)
+    Error::Query(message)
 }
 
 /// Rows affected, from a command tag like `UPDATE 20` or `INSERT 0 1`.
@@ -921,5 +927,26 @@ impl Driver {
         self.state.out.borrow_mut().clear();
         self.state.unsynced.set(false);
         self.batches.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_group_by_what_a_handler_should_answer() {
+        for code in ["08006", "57P01", "57P03", "53300"] {
+            assert_eq!(error_for_sqlstate(code, "x".into()), Error::Unavailable, "{code}");
+        }
+        assert_eq!(error_for_sqlstate("57014", "x".into()), Error::Timeout);
+        assert_eq!(error_for_sqlstate("23505", "duplicate".into()), Error::Query("duplicate".into()));
+    }
+
+    #[test]
+    fn affected_rows_come_from_the_command_tag() {
+        assert_eq!(affected_rows("UPDATE 20"), 20);
+        assert_eq!(affected_rows("INSERT 0 1"), 1);
+        assert_eq!(affected_rows("BEGIN"), 0);
     }
 }
