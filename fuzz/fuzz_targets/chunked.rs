@@ -13,7 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine::http::chunked::{ChunkedDecoder, ChunkedError};
+use peregrine::fuzzing::{ChunkedDecoder, ChunkedError};
 
 /// How a decode ended: bytes consumed (complete bodies only) or the error.
 /// An incomplete body is `Ok(None)`: the decoder wants more input.
@@ -28,7 +28,7 @@ struct Decoded {
 /// an `Ending`, given how much input the caller had fed in total.
 fn check_step(
     decoder: &ChunkedDecoder,
-    result: Result<peregrine::http::chunked::Progress, ChunkedError>,
+    result: Result<peregrine::fuzzing::Progress, ChunkedError>,
     fed_before: usize,
     piece_len: usize,
     out_len: usize,

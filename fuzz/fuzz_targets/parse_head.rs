@@ -17,9 +17,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine::http::chunked::ChunkedDecoder;
-use peregrine::http::parse::{header_slots, parse_head, Framing, Head, HeadLimits, ParseError};
-use peregrine::http::{Method, Version};
+use peregrine::fuzzing::ChunkedDecoder;
+use peregrine::fuzzing::{header_slots, parse_head, Framing, Head, HeadLimits, ParseError};
+use peregrine::{Method, Version};
 
 /// The server's defaults.
 const LIMITS: HeadLimits = HeadLimits { max_head_bytes: 16 * 1024, max_headers: 100 };

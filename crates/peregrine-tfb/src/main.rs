@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use peregrine::cache::LocalCache;
-use peregrine::http::writer::ResponseWriter;
+use peregrine::ResponseWriter;
 use peregrine::{
     Body, Config, Content, Error, FromRequest, Html, IntoResponse, Json, Path, Query, Request, Router,
     Server, State, StatusCode,

@@ -14,9 +14,9 @@ use std::time::{Duration, SystemTime};
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use peregrine::http::chunked::ChunkedDecoder;
-use peregrine::http::date::date_block;
-use peregrine::http::parse::{header_slots, parse_head, HeadLimits};
+use peregrine::fuzzing::ChunkedDecoder;
+use peregrine::fuzzing::date_block;
+use peregrine::fuzzing::{header_slots, parse_head, HeadLimits};
 use peregrine::response::Response;
 use serde::Serialize;
 

@@ -3,9 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::http::writer::ResponseWriter;
 use crate::http::StatusCode;
-use crate::response::{IntoResponse, Response, JSON};
 
 /// An error that becomes an HTTP response: its status and a short message,
 /// sent as `{"error":"message"}`.
@@ -59,7 +57,8 @@ impl Error {
         &self.message
     }
 
-    fn write_body(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    /// Writes `{"error":"message"}`, the body it is answered with.
+    pub(crate) fn write_json_body(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         out.extend_from_slice(b"{\"error\":");
         serde_json::to_writer(&mut *out, self.message.as_ref())?;
         out.push(b'}');
@@ -74,20 +73,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-impl IntoResponse for Error {
-    fn into_response(self) -> Response {
-        let mut body = Vec::with_capacity(self.message.len() + 12);
-        // Serializing a &str cannot fail.
-        let _ = self.write_body(&mut body);
-        Response::with_body(JSON, body).status(self.status)
-    }
-
-    fn write_to(self, w: &mut ResponseWriter<'_>) {
-        // Serializing a &str into a Vec cannot fail.
-        let _ = w.write_with(self.status, JSON, [], self.message.len() + 12, |out| self.write_body(out));
-    }
-}
 
 /// Database failures answer `503` when the database is unavailable or slow
 /// (retrying can succeed) and `500` otherwise. Query details go to the log,

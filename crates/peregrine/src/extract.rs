@@ -94,7 +94,7 @@ from_params_tuple!(A 0, B 1, C 2, D 3);
 
 impl<S, T: FromParams> FromRequest<S> for Path<T> {
     fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
-        let (values, n) = req.params.values();
+        let (values, n) = req.path_params();
         T::from_params(&values[..n]).map(Path)
     }
 }

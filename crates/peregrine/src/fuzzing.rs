@@ -1,8 +1,17 @@
-//! Entry points for fuzz targets (`fuzz/`), behind the `fuzzing` feature.
+//! Entry points for fuzz targets (`fuzz/`), the parser's differential test
+//! and the micro-benchmarks, behind the `fuzzing` feature.
 //!
-//! Not part of the public API and not covered by semver: the functions here
-//! expose internals (the connection state machine, the route matcher) with
-//! just enough surface for `cargo fuzz` to drive them directly.
+//! Not part of the public API and not covered by semver: this exposes
+//! internals (the HTTP/1.1 codec, the connection state machine, the route
+//! matcher) with just enough surface for `cargo fuzz`, tests and criterion to
+//! drive them directly.
+
+pub use crate::http::date::{date_block, DateBlock};
+pub use crate::http::Header;
+pub use crate::proto::h1::chunked::{ChunkedDecoder, ChunkedError, Progress};
+pub use crate::proto::h1::parse::{
+    header_slots, parse_head, Framing, Head, HeadLimits, HeaderSlots, ParseError, MAX_HEADERS_CAP,
+};
 
 use std::rc::Rc;
 
@@ -11,10 +20,12 @@ use tokio::runtime::Runtime;
 use tokio::task::LocalSet;
 
 use crate::config::Config;
-use crate::router::{capture as capture_segments, parse_pattern, Router};
-use crate::server::conn;
-use crate::server::transport::Io;
-use crate::server::worker::{Registration, Wait, Worker};
+use crate::pattern::Pattern;
+use crate::proto::h1::conn;
+use crate::router::Router;
+use crate::worker::timer::Wait;
+use crate::worker::transport::Io;
+use crate::worker::{Registration, Worker};
 
 /// Scheduler turns granted after each segment so the connection can consume
 /// it and answer whatever it completed before the next one arrives. The
@@ -27,6 +38,7 @@ const FINISH_TURNS: usize = 10_000;
 
 /// Runs the real connection state machine ([`conn::serve`]) over an
 /// in-memory pipe on a private current-thread runtime.
+#[allow(missing_debug_implementations)]
 pub struct ConnectionHarness<S: 'static> {
     runtime: Runtime,
     local: LocalSet,
@@ -116,6 +128,7 @@ async fn settle(turns: usize) {
 ///
 /// On an invalid pattern, like [`Router::route`].
 pub fn capture(pattern: &str, path: &str) -> Option<Vec<String>> {
-    let (segments, _) = parse_pattern(pattern);
-    capture_segments(&segments, path).map(|(values, n)| values[..n].iter().map(|v| v.to_string()).collect())
+    Pattern::parse(pattern)
+        .capture(path)
+        .map(|(values, n)| values[..n].iter().map(|v| v.to_string()).collect())
 }

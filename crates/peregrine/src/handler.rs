@@ -19,9 +19,8 @@ use std::rc::Rc;
 
 use crate::body::Body;
 use crate::extract::FromRequest;
-use crate::http::writer::ResponseWriter;
 use crate::request::Request;
-use crate::response::{IntoResponse, Response};
+use crate::response::{IntoResponse, Response, ResponseWriter};
 
 /// The boxed future an async endpoint produces.
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Response>>>;
@@ -49,6 +48,7 @@ pub trait StreamHandler<S, Args>: 'static {
 }
 
 /// Marker for handlers taking `&Request` directly.
+#[derive(Debug)]
 pub struct RawRequest;
 
 impl<S, F, R> Handler<S, RawRequest> for F

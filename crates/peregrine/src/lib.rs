@@ -1,6 +1,6 @@
 //! # peregrine
 //!
-//! A thread-per-core HTTP/1.1 server and framework, built to answer as many
+//! A thread-per-core HTTP server and framework, built to answer as many
 //! requests per CPU-second as the machine allows, and to stay correct and
 //! standing under traffic nobody planned for.
 //!
@@ -25,21 +25,31 @@
 //! ```
 //!
 //! ## How it is built
-//! - [`server`]: one worker per core, each with its own `SO_REUSEPORT`
-//!   listener and event loop; connections never change worker.
-//! - [`http`]: parsing in place in the read buffer, a `Date` header
-//!   formatted once a second, responses serialized straight into one output
-//!   buffer written with one syscall per batch of pipelined requests.
-//! - [`router`], [`extract`], [`handler`], [`response`]: the user API.
-//! - [`db`]: per-worker PostgreSQL connections with pipelining, and an
-//!   embedded SQLite pool.
-//! - [`cache`]: a bounded per-worker cache with expiry.
+//! Layers, each using only the ones below it:
+//! - The user API: [`router`], [`extract`], [`handler`], [`response`],
+//!   [`Body`], [`Error`]. None of it mentions a protocol.
+//! - The request pipeline (`pipeline`): route, extract, run the handler,
+//!   answer through a [`ResponseWriter`], which encodes for the protocol the
+//!   request came on.
+//! - Protocols (`proto`): for each, a pure codec (parsing in place, answers
+//!   serialized straight into one output buffer written with one syscall
+//!   per batch of pipelined requests) and a connection driver. HTTP/1.1
+//!   today; `proto`'s docs say where a new one plugs in.
+//! - Workers (`worker`): one per core, each with its own event loop, clock,
+//!   `Date` value (formatted once a second) and connection deadlines;
+//!   [`server`] starts them with their `SO_REUSEPORT` listeners.
+//! - Data: [`db`] (per-worker PostgreSQL connections with pipelining, an
+//!   embedded SQLite pool) and [`cache`] (a bounded per-worker cache).
 
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod body;
 pub mod cache;
 pub mod config;
+// The database layer is being reshaped separately; its Debug impls and
+// visibility follow in that change.
+#[allow(missing_debug_implementations, unreachable_pub)]
 pub mod db;
 pub mod error;
 pub mod extract;
@@ -47,11 +57,16 @@ pub mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handler;
-pub mod http;
+mod http;
+mod pattern;
+mod pipeline;
+mod proto;
 pub mod request;
 pub mod response;
 pub mod router;
 pub mod server;
+mod sys;
+mod worker;
 
 pub use body::Body;
 pub use config::Config;
@@ -59,6 +74,6 @@ pub use error::Error;
 pub use extract::{FromRequest, Path, Query, State};
 pub use http::{Method, StatusCode, Version};
 pub use request::Request;
-pub use response::{Content, Html, IntoResponse, Json, Response};
+pub use response::{Content, Html, IntoResponse, Json, Response, ResponseWriter};
 pub use router::Router;
 pub use server::{IntoApp, Server, ServerHandle, WorkerInfo};

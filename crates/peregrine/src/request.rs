@@ -3,9 +3,8 @@
 use std::borrow::Cow;
 
 use crate::http::{Method, Version};
-
-/// Largest number of `{name}` parameters in one route pattern.
-pub const MAX_PATH_PARAMS: usize = 8;
+use crate::pattern::Pattern;
+pub use crate::pattern::MAX_PATH_PARAMS;
 
 /// Path parameters of the matched route, as raw (still percent-encoded)
 /// slices of the request path.
@@ -15,15 +14,20 @@ pub const MAX_PATH_PARAMS: usize = 8;
 /// not read them) builds and moves no array per request.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Params<'r> {
-    pub(crate) names: &'r [Box<str>],
-    pub(crate) pattern: &'r [crate::router::Segment],
+    /// The pattern of the endpoint that matched, with its parameter names.
+    pub(crate) pattern: &'r Pattern,
     pub(crate) path: &'r str,
 }
 
 impl<'r> Params<'r> {
     /// The raw values, in pattern order (at most [`MAX_PATH_PARAMS`]).
     pub(crate) fn values(&self) -> ([&'r str; MAX_PATH_PARAMS], usize) {
-        crate::router::capture(self.pattern, self.path).unwrap_or(([""; MAX_PATH_PARAMS], 0))
+        self.pattern.capture(self.path).unwrap_or(([""; MAX_PATH_PARAMS], 0))
+    }
+
+    /// The raw value of parameter `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&'r str> {
+        self.pattern.param(name, self.path)
     }
 }
 
@@ -36,8 +40,9 @@ pub struct Request<'r> {
     pub(crate) path: &'r str,
     pub(crate) query: Option<&'r str>,
     pub(crate) version: Version,
-    pub(crate) headers: &'r [crate::http::parse::Header<'r>],
-    pub(crate) params: Params<'r>,
+    pub(crate) headers: &'r [crate::http::Header<'r>],
+    /// The matched route's parameters (`None` when no route matched).
+    pub(crate) params: Option<Params<'r>>,
     pub(crate) body: &'r [u8],
 }
 
@@ -87,10 +92,13 @@ impl<'r> Request<'r> {
         self.raw_param(name).map(|v| percent_decode(v, false))
     }
 
+    /// The raw values of every path parameter, in pattern order.
+    pub(crate) fn path_params(&self) -> ([&'r str; MAX_PATH_PARAMS], usize) {
+        self.params.map_or(([""; MAX_PATH_PARAMS], 0), |p| p.values())
+    }
+
     pub(crate) fn raw_param(&self, name: &str) -> Option<&'r str> {
-        let i = self.params.names.iter().position(|n| n.as_ref() == name)?;
-        let (values, n) = self.params.values();
-        values[..n].get(i).copied()
+        self.params.and_then(|p| p.get(name))
     }
 
     /// The decoded value of the first query parameter called `name`.

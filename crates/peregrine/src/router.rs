@@ -12,9 +12,10 @@
 use std::rc::Rc;
 
 use crate::handler::{AsyncHandler, Handler, StreamHandler};
-use crate::http::writer::ResponseWriter;
 use crate::http::Method;
-use crate::request::{Params, Request, MAX_PATH_PARAMS};
+use crate::pattern::Pattern;
+use crate::request::{Params, Request};
+use crate::response::ResponseWriter;
 
 type SyncFn<S> = Box<dyn Fn(&Request<'_>, &S, &mut ResponseWriter<'_>)>;
 type AsyncFn<S> = Box<dyn Fn(&Request<'_>, &S) -> crate::handler::ResponseFuture>;
@@ -28,23 +29,19 @@ pub(crate) enum Endpoint<S> {
     Stream(StreamFn<S>),
 }
 
-/// One `/`-separated part of a route pattern.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Segment {
-    Static(Box<str>),
-    Param,
-    Wildcard,
+/// All endpoints whose patterns match the same paths, one per method.
+struct Route<S> {
+    /// The pattern of the first endpoint: every endpoint's pattern has its
+    /// shape, though each keeps its own parameter names.
+    shape: Pattern,
+    endpoints: Vec<MethodEndpoint<S>>,
+    allow: String,
 }
 
-struct Route<S> {
-    pattern: Box<str>,
-    /// The whole path when the pattern has no parameters: matched with one
-    /// comparison instead of segment by segment.
-    literal: Option<Box<str>>,
-    segments: Vec<Segment>,
-    param_names: Vec<Box<str>>,
-    endpoints: Vec<(Method, Endpoint<S>)>,
-    allow: String,
+struct MethodEndpoint<S> {
+    method: Method,
+    pattern: Pattern,
+    endpoint: Endpoint<S>,
 }
 
 /// The result of looking up a request.
@@ -59,6 +56,18 @@ pub(crate) enum Lookup<'a, S> {
 pub struct Router<S = ()> {
     state: S,
     routes: Vec<Route<S>>,
+}
+
+impl<S> std::fmt::Debug for Router<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut list = f.debug_list();
+        for route in &self.routes {
+            for e in &route.endpoints {
+                list.entry(&format_args!("{} {}", e.method.as_str(), e.pattern.text));
+            }
+        }
+        list.finish()
+    }
 }
 
 impl Router<()> {
@@ -146,17 +155,12 @@ impl<S: 'static> Router<S> {
 
     fn add(mut self, method: Method, pattern: &str, endpoint: Endpoint<S>) -> Router<S> {
         assert!(method != Method::Other, "routes need a standard method");
-        let (segments, param_names) = parse_pattern(pattern);
-        let route = match self.routes.iter_mut().position(|r| r.segments == segments) {
+        let pattern = Pattern::parse(pattern);
+        let route = match self.routes.iter_mut().position(|r| r.shape.same_shape(&pattern)) {
             Some(i) => &mut self.routes[i],
             None => {
-                let literal =
-                    segments.iter().all(|s| matches!(s, Segment::Static(_))).then(|| pattern.into());
                 self.routes.push(Route {
-                    pattern: pattern.into(),
-                    literal,
-                    segments,
-                    param_names,
+                    shape: pattern.clone(),
                     endpoints: Vec::new(),
                     allow: String::new(),
                 });
@@ -165,109 +169,51 @@ impl<S: 'static> Router<S> {
             }
         };
         assert!(
-            !route.endpoints.iter().any(|(m, _)| *m == method),
+            !route.endpoints.iter().any(|e| e.method == method),
             "duplicate route {} {}",
             method.as_str(),
-            route.pattern
+            pattern.text
         );
-        route.endpoints.push((method, endpoint));
+        route.endpoints.push(MethodEndpoint { method, pattern, endpoint });
         route.allow = allow_header(&route.endpoints);
         // Static routes first, so a literal path beats a pattern.
-        self.routes.sort_by_key(|r| r.literal.is_none());
+        self.routes.sort_by_key(|r| !r.shape.is_literal());
         self
     }
 
     /// Finds the endpoint for a request.
     pub(crate) fn lookup<'a>(&'a self, method: Method, path: &'a str) -> Lookup<'a, S> {
         for route in &self.routes {
-            let Some(params) = match_route(route, path) else { continue };
-            let exact = route.endpoints.iter().find(|(m, _)| *m == method);
-            let endpoint = match exact {
-                Some((_, e)) => e,
+            if !route.shape.matches(path) {
+                continue;
+            }
+            let exact = route.endpoints.iter().find(|e| e.method == method);
+            let found = match exact {
+                Some(e) => e,
                 None if method == Method::Head => {
-                    match route.endpoints.iter().find(|(m, _)| *m == Method::Get) {
-                        Some((_, e)) => e,
+                    match route.endpoints.iter().find(|e| e.method == Method::Get) {
+                        Some(e) => e,
                         None => return Lookup::MethodNotAllowed { allow: &route.allow },
                     }
                 }
                 None => return Lookup::MethodNotAllowed { allow: &route.allow },
             };
-            return Lookup::Found { endpoint, params };
+            return Lookup::Found {
+                endpoint: &found.endpoint,
+                params: Params { pattern: &found.pattern, path },
+            };
         }
         Lookup::NotFound
     }
 }
 
-fn allow_header<S>(endpoints: &[(Method, Endpoint<S>)]) -> String {
-    let mut methods: Vec<&str> = endpoints.iter().map(|(m, _)| m.as_str()).collect();
-    if endpoints.iter().any(|(m, _)| *m == Method::Get) && !endpoints.iter().any(|(m, _)| *m == Method::Head)
-    {
+fn allow_header<S>(endpoints: &[MethodEndpoint<S>]) -> String {
+    let has = |m: Method| endpoints.iter().any(|e| e.method == m);
+    let mut methods: Vec<&str> = endpoints.iter().map(|e| e.method.as_str()).collect();
+    if has(Method::Get) && !has(Method::Head) {
         methods.push("HEAD");
     }
     methods.join(", ")
-}
-
-pub(crate) fn parse_pattern(pattern: &str) -> (Vec<Segment>, Vec<Box<str>>) {
-    assert!(pattern.starts_with('/'), "route pattern {pattern:?} must start with '/'");
-    let mut segments = Vec::new();
-    let mut names: Vec<Box<str>> = Vec::new();
-    let parts: Vec<&str> = pattern[1..].split('/').collect();
-    for (i, part) in parts.iter().enumerate() {
-        if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-            if let Some(rest) = name.strip_prefix('*') {
-                assert!(i == parts.len() - 1, "wildcard must be last in {pattern:?}");
-                segments.push(Segment::Wildcard);
-                names.push(rest.into());
-            } else {
-                segments.push(Segment::Param);
-                names.push(name.into());
-            }
-            assert!(!names.last().is_some_and(|n| n.is_empty()), "empty parameter name in {pattern:?}");
-        } else {
-            assert!(!part.contains(['{', '}']), "malformed segment {part:?} in {pattern:?}");
-            segments.push(Segment::Static((*part).into()));
-        }
-    }
-    assert!(names.len() <= MAX_PATH_PARAMS, "too many parameters in {pattern:?}");
-    (segments, names)
-}
-
-fn match_route<'a, S>(route: &'a Route<S>, path: &'a str) -> Option<Params<'a>> {
-    let matched = match &route.literal {
-        Some(literal) => literal.as_ref() == path,
-        None => capture(&route.segments, path).is_some(),
-    };
-    matched.then_some(Params { names: &route.param_names, pattern: &route.segments, path })
-}
-
-/// Matches `path` against a pattern, returning the parameter values (raw)
-/// and how many there are.
-pub(crate) fn capture<'a>(pattern: &[Segment], path: &'a str) -> Option<([&'a str; MAX_PATH_PARAMS], usize)> {
-    let rest = path.strip_prefix('/')?;
-    let mut values = [""; MAX_PATH_PARAMS];
-    let mut n = 0;
-    let mut remaining = Some(rest);
-    for segment in pattern {
-        let current = remaining?;
-        if *segment == Segment::Wildcard {
-            values[n] = current;
-            return Some((values, n + 1));
-        }
-        let (part, next) = match current.find('/') {
-            Some(i) => (&current[..i], Some(&current[i + 1..])),
-            None => (current, None),
-        };
-        match segment {
-            Segment::Static(s) if s.as_ref() == part => {}
-            Segment::Param if !part.is_empty() => {
-                values[n] = part;
-                n += 1;
-            }
-            _ => return None,
-        }
-        remaining = next;
-    }
-    remaining.is_none().then_some((values, n))
 }
 
 #[cfg(test)]
@@ -313,6 +259,24 @@ mod tests {
             _ => panic!("expected 405"),
         }
         assert!(matches!(r.lookup(Method::Get, "/y"), Lookup::NotFound));
+    }
+
+    #[test]
+    fn same_shape_routes_keep_their_own_parameter_names() {
+        let r = Router::new().get("/u/{id}", || "a").post("/u/{name}", || "b");
+        for (method, name) in [(Method::Get, "id"), (Method::Post, "name")] {
+            match r.lookup(method, "/u/ada") {
+                Lookup::Found { params, .. } => {
+                    assert_eq!(params.get(name), Some("ada"));
+                    assert_eq!(params.get(if name == "id" { "name" } else { "id" }), None);
+                }
+                _ => panic!("expected {} to be found", method.as_str()),
+            }
+        }
+        match r.lookup(Method::Delete, "/u/ada") {
+            Lookup::MethodNotAllowed { allow } => assert_eq!(allow, "GET, POST, HEAD"),
+            _ => panic!("expected 405"),
+        }
     }
 
     #[test]

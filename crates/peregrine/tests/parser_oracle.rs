@@ -6,7 +6,7 @@
 //! must accept the same bytes with the same method, target, version, length
 //! and header fields. Valid requests must be accepted by both.
 
-use peregrine::http::parse::{header_slots, parse_head, HeadLimits};
+use peregrine::fuzzing::{header_slots, parse_head, HeadLimits};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -30,6 +30,16 @@ pub struct LocalCache<K, V> {
     ttl: Duration,
 }
 
+impl<K, V> std::fmt::Debug for LocalCache<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCache")
+            .field("len", &self.inner.borrow().map.len())
+            .field("capacity", &self.capacity)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
 impl<K: Hash + Eq + Clone, V: Clone> LocalCache<K, V> {
     /// A cache holding at most `capacity` entries, each valid for `ttl`.
     pub fn new(capacity: usize, ttl: Duration) -> LocalCache<K, V> {

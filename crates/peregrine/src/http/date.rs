@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Length of `Date: Sat, 21 Nov 2026 04:40:51 GMT\r\n\r\n`.
-pub const DATE_BLOCK_LEN: usize = 39;
+pub(crate) const DATE_BLOCK_LEN: usize = 39;
 
 /// The end of every response head: the `Date` line and the blank line.
 pub type DateBlock = [u8; DATE_BLOCK_LEN];
@@ -28,7 +28,7 @@ pub fn date_block(now: SystemTime) -> DateBlock {
 
 /// Time until the next wall-clock second starts, plus a millisecond so the
 /// timer never wakes a hair early and formats the old second again.
-pub fn until_next_second(now: SystemTime) -> Duration {
+pub(crate) fn until_next_second(now: SystemTime) -> Duration {
     let sub = now.duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     Duration::from_nanos(u64::from(1_000_000_000 - sub) + 1_000_000)
 }

@@ -1,14 +1,21 @@
-//! The HTTP/1.1 wire format: request-head parsing, chunked decoding,
-//! response writing and the cached `Date` header.
+//! Protocol-neutral HTTP vocabulary: [`Method`], [`Version`],
+//! [`StatusCode`], and the `Date` value every response carries.
+//!
+//! What any protocol's codec (see [`crate::proto`]) produces and consumes;
+//! the router, extractors and handlers see only these types.
 
-pub mod chunked;
-pub mod date;
-pub mod parse;
-mod scan;
+// `pub` items for the `fuzzing` feature, as in `proto::h1`.
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+pub(crate) mod date;
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+mod header;
+mod method;
 mod status;
-pub mod writer;
 
-pub use parse::{Method, Version};
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+pub use header::Header;
+pub use method::{Method, Version};
+pub use status::StatusCode;
 
 /// The value of one hexadecimal digit (either case).
 #[inline]
@@ -20,4 +27,3 @@ pub(crate) fn hex_digit(b: u8) -> Option<u8> {
         _ => None,
     }
 }
-pub use status::StatusCode;

@@ -78,16 +78,6 @@ impl StatusCode {
     pub fn forbids_body(self) -> bool {
         self.0 < 200 || self.0 == 204 || self.0 == 304
     }
-
-    /// Writes `HTTP/1.1 NNN Reason\r\n`.
-    pub(crate) fn write_status_line(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"HTTP/1.1 ");
-        let mut digits = itoa::Buffer::new();
-        out.extend_from_slice(digits.format(self.0).as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(self.reason().as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
 }
 
 impl fmt::Display for StatusCode {

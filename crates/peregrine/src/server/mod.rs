@@ -5,10 +5,7 @@
 //! `current_thread` runtime and keeps every connection it accepts for that
 //! connection's whole life. Workers share nothing on the request path.
 
-pub(crate) mod conn;
-mod readbuf;
-pub(crate) mod transport;
-pub(crate) mod worker;
+mod accept;
 
 use std::future::Future;
 use std::io;
@@ -21,8 +18,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::router::Router;
-
-pub(crate) use readbuf::ReadBuf;
+use crate::sys;
 
 /// Which worker an app factory is building for.
 #[derive(Clone, Copy, Debug)]
@@ -107,7 +103,7 @@ impl Server {
         Fut::Output: IntoApp<S>,
         S: 'static,
     {
-        let fd_limit = raise_fd_limit();
+        let fd_limit = sys::raise_open_file_limit();
         let mut config = self.config;
         let count = config.workers.max(1);
         let limit = connection_limit(config.max_connections_per_worker, count, fd_limit);
@@ -179,7 +175,7 @@ impl Server {
                         };
                         let _ = ready.send(Ok(()));
                         drop(ready);
-                        worker::run(listener, config, router, shutdown).await;
+                        accept::run(listener, config, router, shutdown).await;
                     });
                 })?;
             threads.push(thread);
@@ -204,6 +200,7 @@ impl Server {
 }
 
 /// A running server.
+#[derive(Debug)]
 pub struct ServerHandle {
     local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
@@ -236,37 +233,6 @@ fn bind(addr: SocketAddr, backlog: u32) -> io::Result<StdListener> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     socket.listen(backlog.min(i32::MAX as u32) as i32)?;
     Ok(socket.into())
-}
-
-/// Raises this process's soft limit on open files to its hard limit and
-/// returns the soft limit now in force (`None` if unknown or unlimited).
-///
-/// Every connection is a file descriptor, and the usual soft limit (1,024)
-/// would refuse connections long before `max_connections_per_worker`; the
-/// hard limit is what the administrator allows. Best effort: on failure the
-/// server runs with the limit it has.
-fn raise_fd_limit() -> Option<u64> {
-    // SAFETY: `limit` is a valid rlimit that getrlimit fills and setrlimit
-    // reads; both only concern this process.
-    unsafe {
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let wanted = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
-                limit.rlim_cur = limit.rlim_max;
-            } else {
-                tracing::warn!(
-                    soft = limit.rlim_cur,
-                    hard = limit.rlim_max,
-                    "could not raise the open-file limit"
-                );
-            }
-        }
-        (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
-    }
 }
 
 /// File descriptors kept out of the connection budget: listeners, epoll and
@@ -302,26 +268,12 @@ fn wait_for_signal() -> io::Result<()> {
 
 /// The CPUs this process may run on, in order.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `set` is a properly sized, zeroed cpu_set_t that
-    // sched_getaffinity fills for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize).filter(|&cpu| libc::CPU_ISSET(cpu, &set)).collect()
-    }
+    sys::allowed_cpus()
 }
 
 fn pin_to_cpu(cpu: usize) {
-    // SAFETY: `set` is a zeroed cpu_set_t with one CPU added; the call only
-    // changes the calling thread's affinity.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::warn!(cpu, "could not pin worker");
-        }
+    if !sys::pin_current_thread(cpu) {
+        tracing::warn!(cpu, "could not pin worker");
     }
 }
 
@@ -329,20 +281,13 @@ fn pin_to_cpu(cpu: usize) {
 mod tests {
     #[test]
     fn fd_limit_is_raised_to_the_hard_limit() {
-        // SAFETY: as in `raise_fd_limit`.
-        let read = || unsafe {
-            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
-            limit
-        };
-        let hard = read().rlim_max;
+        use crate::sys;
+        let (_, hard) = sys::open_file_limits();
         // Lower the soft limit first so the test shows the raise happening
         // even where soft already equals hard (as on CI machines).
-        let lowered = libc::rlimit { rlim_cur: hard.min(512), rlim_max: hard };
-        // SAFETY: lowering the soft limit of this test process is harmless.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
-        assert_eq!(super::raise_fd_limit(), Some(hard));
-        assert_eq!(read().rlim_cur, hard);
+        sys::set_open_file_soft_limit(hard.min(512));
+        assert_eq!(sys::raise_open_file_limit(), Some(hard));
+        assert_eq!(sys::open_file_limits().0, hard);
     }
 
     #[test]

@@ -16,75 +16,8 @@
 
 use std::mem::MaybeUninit;
 
-use crate::http::scan;
-use crate::http::StatusCode;
-
-/// Request method. `Other` keeps the token in [`Head::method_str`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Method {
-    /// `GET`
-    Get,
-    /// `HEAD`
-    Head,
-    /// `POST`
-    Post,
-    /// `PUT`
-    Put,
-    /// `DELETE`
-    Delete,
-    /// `PATCH`
-    Patch,
-    /// `OPTIONS`
-    Options,
-    /// `TRACE`
-    Trace,
-    /// `CONNECT`
-    Connect,
-    /// Any other (syntactically valid) method token.
-    Other,
-}
-
-impl Method {
-    fn from_token(token: &str) -> Method {
-        match token {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "DELETE" => Method::Delete,
-            "PATCH" => Method::Patch,
-            "OPTIONS" => Method::Options,
-            "TRACE" => Method::Trace,
-            "CONNECT" => Method::Connect,
-            _ => Method::Other,
-        }
-    }
-
-    /// The method's name as sent on the wire (`"OTHER"` for [`Method::Other`]).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Head => "HEAD",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Delete => "DELETE",
-            Method::Patch => "PATCH",
-            Method::Options => "OPTIONS",
-            Method::Trace => "TRACE",
-            Method::Connect => "CONNECT",
-            Method::Other => "OTHER",
-        }
-    }
-}
-
-/// HTTP version of a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Version {
-    /// `HTTP/1.0`
-    Http10,
-    /// `HTTP/1.1`
-    Http11,
-}
+use super::scan;
+use crate::http::{Header, Method, StatusCode, Version};
 
 /// How the request body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,16 +42,6 @@ pub struct HeadLimits {
 /// Upper bound for [`HeadLimits::max_headers`]: the size of the on-stack
 /// header array the parser fills.
 pub const MAX_HEADERS_CAP: usize = 256;
-
-/// One header field, borrowing the read buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header<'b> {
-    /// The field name as sent (a token: ASCII).
-    pub name: &'b str,
-    /// The field value, without surrounding whitespace. May hold bytes
-    /// above 0x7F (obs-text), never control characters other than HTAB.
-    pub value: &'b [u8],
-}
 
 /// A parsed request head borrowing the read buffer.
 #[derive(Debug)]

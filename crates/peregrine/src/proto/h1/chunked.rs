@@ -95,6 +95,7 @@ impl ChunkedDecoder {
     }
 
     /// Total decoded bytes so far.
+    #[cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
     pub fn decoded(&self) -> u64 {
         self.decoded
     }
@@ -102,6 +103,7 @@ impl ChunkedDecoder {
     /// Decodes as much of `input` as possible, handing each run of body
     /// bytes to `sink`. Stops right after the body ends; bytes beyond it
     /// (a pipelined request) are not consumed.
+    #[cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
     pub fn decode<'a>(
         &mut self,
         input: &'a [u8],

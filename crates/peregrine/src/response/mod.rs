@@ -3,15 +3,23 @@
 //! Fast types ([`Json`], [`Html`], [`Content`], string literals) write
 //! themselves straight into the connection's output buffer, so the hot path
 //! builds no intermediate body. [`Response`] is the general, owned form,
-//! used when a handler needs custom headers or runs asynchronously.
+//! used when a handler needs custom headers or runs asynchronously. Both go
+//! out through [`ResponseWriter`], which encodes them for whatever protocol
+//! the request came on; nothing here knows which.
 
 use std::borrow::Cow;
 
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::http::writer::ResponseWriter;
 use crate::http::StatusCode;
+
+pub(crate) mod canned;
+pub(crate) mod headers;
+mod writer;
+
+use headers::{is_managed_header, is_valid_header};
+pub use writer::ResponseWriter;
 
 /// `text/plain; charset=utf-8`
 pub const TEXT_UTF8: &str = "text/plain; charset=utf-8";
@@ -102,7 +110,7 @@ impl Response {
         value: impl Into<Cow<'static, str>>,
     ) -> Response {
         let (name, value) = (name.into(), value.into());
-        if !is_token(&name) || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        if !is_valid_header(&name, &value) {
             tracing::error!(header = %name, "refusing invalid response header");
             return Error::internal("invalid response header").into_response();
         }
@@ -131,18 +139,6 @@ impl Response {
         }
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_ref())
     }
-}
-
-/// Headers the server writes itself; a handler setting them would produce a
-/// duplicate or a lie, so they are ignored.
-fn is_managed_header(name: &str) -> bool {
-    ["content-length", "transfer-encoding", "date", "server", "connection"]
-        .iter()
-        .any(|m| name.eq_ignore_ascii_case(m))
-}
-
-fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 impl IntoResponse for Response {
@@ -253,5 +249,21 @@ impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
             Ok(v) => v.write_to(w),
             Err(e) => e.write_to(w),
         }
+    }
+}
+
+/// An [`Error`] is answered with its status and `{"error":"message"}`.
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let mut body = Vec::with_capacity(self.message().len() + 12);
+        // Serializing a &str cannot fail.
+        let _ = self.write_json_body(&mut body);
+        Response::with_body(JSON, body).status(self.status())
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        // Serializing a &str into a Vec cannot fail.
+        let _ =
+            w.write_with(self.status(), JSON, [], self.message().len() + 12, |out| self.write_json_body(out));
     }
 }

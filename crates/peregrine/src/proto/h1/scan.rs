@@ -11,7 +11,7 @@
 /// Index of the first byte that is a control character other than HTAB
 /// (below 0x20, or 0x7F), or `None`. Header values may hold anything else.
 #[inline]
-pub fn find_value_end(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn find_value_end(bytes: &[u8]) -> Option<usize> {
     match simd::find_value_stop(bytes) {
         Ok(found) => Some(found),
         Err(scanned) => bytes[scanned..].iter().position(|&b| is_value_stop(b)).map(|i| scanned + i),
@@ -21,7 +21,7 @@ pub fn find_value_end(bytes: &[u8]) -> Option<usize> {
 /// Index of the first byte outside visible ASCII (0x21..=0x7E), or `None`.
 /// Ends a request target.
 #[inline]
-pub fn find_non_visible(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn find_non_visible(bytes: &[u8]) -> Option<usize> {
     match simd::find_non_visible(bytes) {
         Ok(found) => Some(found),
         Err(scanned) => bytes[scanned..].iter().position(|&b| !is_visible(b)).map(|i| scanned + i),
@@ -32,7 +32,7 @@ pub fn find_non_visible(bytes: &[u8]) -> Option<usize> {
 /// `None`. Ends a header name (whose bytes the caller still checks against
 /// the token table: this only finds the end).
 #[inline]
-pub fn find_name_end(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn find_name_end(bytes: &[u8]) -> Option<usize> {
     match simd::find_name_end(bytes) {
         Ok(found) => Some(found),
         Err(scanned) => bytes[scanned..].iter().position(|&b| is_name_stop(b)).map(|i| scanned + i),
@@ -65,7 +65,7 @@ mod simd {
     /// or `Err(scanned)`: no stop in the first `scanned` bytes, and fewer
     /// than 16 remain after them.
     #[inline]
-    pub fn find_value_stop(bytes: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_value_stop(bytes: &[u8]) -> Result<usize, usize> {
         let mut i = 0;
         while i + 16 <= bytes.len() {
             // SAFETY: `i + 16 <= bytes.len()`, so the 16 bytes read are in
@@ -89,7 +89,7 @@ mod simd {
 
     /// Like [`find_value_stop`], for the first `:` or byte outside 0x21..=0x7E.
     #[inline]
-    pub fn find_name_end(bytes: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_name_end(bytes: &[u8]) -> Result<usize, usize> {
         let mut i = 0;
         while i + 16 <= bytes.len() {
             // SAFETY: as in `find_value_stop`.
@@ -110,7 +110,7 @@ mod simd {
 
     /// Like [`find_value_stop`], for the first byte outside 0x21..=0x7E.
     #[inline]
-    pub fn find_non_visible(bytes: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_non_visible(bytes: &[u8]) -> Result<usize, usize> {
         let mut i = 0;
         while i + 16 <= bytes.len() {
             // SAFETY: as in `find_value_stop`.
@@ -132,17 +132,17 @@ mod simd {
 #[cfg(not(target_arch = "x86_64"))]
 mod simd {
     #[inline]
-    pub fn find_value_stop(_: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_value_stop(_: &[u8]) -> Result<usize, usize> {
         Err(0)
     }
 
     #[inline]
-    pub fn find_non_visible(_: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_non_visible(_: &[u8]) -> Result<usize, usize> {
         Err(0)
     }
 
     #[inline]
-    pub fn find_name_end(_: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_name_end(_: &[u8]) -> Result<usize, usize> {
         Err(0)
     }
 }

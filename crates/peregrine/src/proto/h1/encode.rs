@@ -1,4 +1,10 @@
-//! Writes response heads and bodies into a connection's output buffer.
+//! The HTTP/1.1 response encoder: status line, precomputed heads, the
+//! cached `Date` block and a back-filled `Content-Length`, appended to a
+//! connection's output buffer.
+//!
+//! Handlers never see this type: they write through the protocol-neutral
+//! [`ResponseWriter`](crate::ResponseWriter), which dispatches here for an
+//! HTTP/1.1 connection.
 //!
 //! Every response produced by one read is appended to the same buffer and
 //! written with one syscall. A body serialized in place gets its
@@ -9,6 +15,7 @@
 
 use crate::http::date::DateBlock;
 use crate::http::StatusCode;
+use crate::response::headers::is_valid_header;
 
 /// What the `Connection` header of a response must say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +28,23 @@ pub(crate) enum ConnectionHeader {
     Close,
 }
 
-/// Appends one response to the connection's output buffer.
-///
-/// Handlers never see this type directly unless they implement
-/// [`IntoResponse`](crate::IntoResponse) for their own types.
-pub struct ResponseWriter<'a> {
+/// A response whose extra headers were refused (CR, LF or NUL in a value,
+/// or a name that is not a token): nothing of it was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InvalidHeader;
+
+/// Why [`Encoder::write_with`] wrote nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum WriteError<E> {
+    /// See [`InvalidHeader`].
+    InvalidHeader,
+    /// The body callback failed.
+    Body(E),
+}
+
+/// Appends one HTTP/1.1 response to the connection's output buffer.
+#[derive(Debug)]
+pub(crate) struct Encoder<'a> {
     out: &'a mut Vec<u8>,
     date: &'a DateBlock,
     connection: ConnectionHeader,
@@ -54,34 +73,50 @@ const OK_HEADS: [(&str, &[u8]); 5] = [
     ),
 ];
 
-impl<'a> ResponseWriter<'a> {
+impl<'a> Encoder<'a> {
     pub(crate) fn new(
         out: &'a mut Vec<u8>,
         date: &'a DateBlock,
         connection: ConnectionHeader,
         head_only: bool,
-    ) -> ResponseWriter<'a> {
-        ResponseWriter { out, date, connection, head_only }
+    ) -> Encoder<'a> {
+        Encoder { out, date, connection, head_only }
+    }
+
+    /// Bytes in the output buffer.
+    #[inline]
+    pub(crate) fn written(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Cuts the output buffer back to `len` bytes.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.out.truncate(len);
+    }
+
+    /// Makes this response the connection's last.
+    pub(crate) fn close_connection(&mut self) {
+        self.connection = ConnectionHeader::Close;
     }
 
     /// Whether the connection closes after this response.
-    pub fn closes_connection(&self) -> bool {
+    pub(crate) fn closes_connection(&self) -> bool {
         self.connection == ConnectionHeader::Close
     }
 
     /// Writes a complete response whose body is already in memory.
-    pub fn write<'h>(
+    pub(crate) fn write<'h>(
         &mut self,
         status: StatusCode,
         content_type: &str,
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         body: &[u8],
-    ) {
+    ) -> Result<(), InvalidHeader> {
         let forbids_body = status.forbids_body();
-        self.start(status, content_type, headers, forbids_body);
+        self.start(status, content_type, headers, forbids_body)?;
         if forbids_body {
             self.finish_head(false);
-            return;
+            return Ok(());
         }
         let mut digits = itoa::Buffer::new();
         self.out.extend_from_slice(digits.format(body.len()).as_bytes());
@@ -89,6 +124,7 @@ impl<'a> ResponseWriter<'a> {
         if !self.head_only {
             self.out.extend_from_slice(body);
         }
+        Ok(())
     }
 
     /// Writes a response whose body is produced in place by `write_body`.
@@ -97,17 +133,18 @@ impl<'a> ResponseWriter<'a> {
     /// the body once to fit its `Content-Length`. If `write_body` fails,
     /// everything it and this call wrote is removed and the error returned,
     /// so the caller can write an error response instead.
-    pub fn write_with<'h, E>(
+    pub(crate) fn write_with<'h, E>(
         &mut self,
         status: StatusCode,
         content_type: &str,
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         size_hint: usize,
         write_body: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
-    ) -> Result<(), E> {
+    ) -> Result<(), WriteError<E>> {
         let response_start = self.out.len();
         let forbids_body = status.forbids_body();
-        self.start(status, content_type, headers, forbids_body);
+        self.start(status, content_type, headers, forbids_body)
+            .map_err(|InvalidHeader| WriteError::InvalidHeader)?;
         if forbids_body {
             self.finish_head(false);
             return Ok(());
@@ -119,7 +156,7 @@ impl<'a> ResponseWriter<'a> {
         let body_at = self.out.len();
         if let Err(e) = write_body(self.out) {
             self.out.truncate(response_start);
-            return Err(e);
+            return Err(WriteError::Body(e));
         }
         let body_len = self.out.len() - body_at;
         let mut digits = itoa::Buffer::new();
@@ -143,14 +180,16 @@ impl<'a> ResponseWriter<'a> {
     }
 
     /// Status line, `Server`, `Content-Type`, extra headers and, unless the
-    /// status forbids a body, `Content-Length: ` (digits follow).
+    /// status forbids a body, `Content-Length: ` (digits follow). Writes
+    /// nothing and fails if a header could inject others.
     fn start<'h>(
         &mut self,
         status: StatusCode,
         content_type: &str,
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         forbids_body: bool,
-    ) {
+    ) -> Result<(), InvalidHeader> {
+        let response_start = self.out.len();
         let known = if status == StatusCode::OK {
             OK_HEADS.iter().find(|(ct, _)| *ct == content_type).map(|(_, head)| *head)
         } else {
@@ -159,10 +198,13 @@ impl<'a> ResponseWriter<'a> {
         match known {
             Some(head) => self.out.extend_from_slice(head),
             None => {
+                if !is_valid_header("content-type", content_type) {
+                    return Err(InvalidHeader);
+                }
                 if status == StatusCode::OK {
                     self.out.extend_from_slice(OK_PREAMBLE);
                 } else {
-                    status.write_status_line(self.out);
+                    write_status_line(self.out, status);
                     self.out.extend_from_slice(SERVER_LINE);
                 }
                 self.out.extend_from_slice(content_type.as_bytes());
@@ -170,6 +212,10 @@ impl<'a> ResponseWriter<'a> {
             }
         }
         for (name, value) in headers {
+            if !is_valid_header(name, value) {
+                self.out.truncate(response_start);
+                return Err(InvalidHeader);
+            }
             self.out.extend_from_slice(name.as_bytes());
             self.out.extend_from_slice(b": ");
             self.out.extend_from_slice(value.as_bytes());
@@ -178,6 +224,7 @@ impl<'a> ResponseWriter<'a> {
         if !forbids_body {
             self.out.extend_from_slice(b"Content-Length: ");
         }
+        Ok(())
     }
 
     /// Ends the `Content-Length` line (if any), adds `Connection` and the
@@ -193,6 +240,16 @@ impl<'a> ResponseWriter<'a> {
         }
         self.out.extend_from_slice(self.date);
     }
+}
+
+/// Writes `HTTP/1.1 NNN Reason\r\n`.
+fn write_status_line(out: &mut Vec<u8>, status: StatusCode) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let mut digits = itoa::Buffer::new();
+    out.extend_from_slice(digits.format(status.as_u16()).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.reason().as_bytes());
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Number of decimal digits of `n`.
@@ -219,12 +276,9 @@ mod tests {
     fn static_body() {
         let d = date();
         let mut out = Vec::new();
-        ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, false).write(
-            StatusCode::OK,
-            "text/plain",
-            [],
-            b"Hello, World!",
-        );
+        Encoder::new(&mut out, &d, ConnectionHeader::Omit, false)
+            .write(StatusCode::OK, "text/plain", [], b"Hello, World!")
+            .unwrap();
         assert_eq!(
             out,
             b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nDate: Sat, 21 Nov 2026 04:40:51 GMT\r\n\r\nHello, World!"
@@ -237,7 +291,7 @@ mod tests {
         for body_len in [0usize, 1, 9, 10, 99, 100, 9999, 10_000, 123_456] {
             for hint in [0usize, 10, 1000, 1_000_000] {
                 let mut out = b"previous".to_vec();
-                let mut w = ResponseWriter::new(&mut out, &d, ConnectionHeader::Close, false);
+                let mut w = Encoder::new(&mut out, &d, ConnectionHeader::Close, false);
                 w.write_with(StatusCode::NOT_FOUND, "application/json", [("X-A", "b")], hint, |o| {
                     o.extend(std::iter::repeat_n(b'x', body_len));
                     Ok::<(), ()>(())
@@ -259,7 +313,7 @@ mod tests {
     fn failed_body_rolls_back() {
         let d = date();
         let mut out = b"keep".to_vec();
-        let r = ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, false).write_with(
+        let r = Encoder::new(&mut out, &d, ConnectionHeader::Omit, false).write_with(
             StatusCode::OK,
             "a/b",
             [],
@@ -269,7 +323,7 @@ mod tests {
                 Err("boom")
             },
         );
-        assert_eq!(r, Err("boom"));
+        assert_eq!(r, Err(WriteError::Body("boom")));
         assert_eq!(out, b"keep");
     }
 
@@ -277,7 +331,7 @@ mod tests {
     fn head_requests_get_length_but_no_body() {
         let d = date();
         let mut out = Vec::new();
-        ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, true)
+        Encoder::new(&mut out, &d, ConnectionHeader::Omit, true)
             .write_with(StatusCode::OK, "a/b", [], 1, |o| {
                 o.extend_from_slice(b"hello world");
                 Ok::<(), ()>(())
@@ -287,15 +341,31 @@ mod tests {
     }
 
     #[test]
+    fn headers_that_could_inject_are_refused_and_nothing_is_written() {
+        let d = date();
+        for (name, value) in
+            [("X-A", "b\r\nSet-Cookie: x"), ("X-A", "b\nc"), ("X-A", "b\0"), ("X A", "b"), ("", "b")]
+        {
+            let mut out = b"keep".to_vec();
+            let mut w = Encoder::new(&mut out, &d, ConnectionHeader::Omit, false);
+            assert_eq!(w.write(StatusCode::OK, "text/plain", [(name, value)], b"x"), Err(InvalidHeader));
+            let r = w.write_with(StatusCode::OK, "text/plain", [(name, value)], 1, |o| {
+                o.push(b'x');
+                Ok::<(), ()>(())
+            });
+            assert_eq!(r, Err(WriteError::InvalidHeader));
+            assert_eq!(w.write(StatusCode::CREATED, "text/plain\r\nX: y", [], b"x"), Err(InvalidHeader));
+            assert_eq!(out, b"keep", "{name:?}: {value:?}");
+        }
+    }
+
+    #[test]
     fn no_content_has_no_length() {
         let d = date();
         let mut out = Vec::new();
-        ResponseWriter::new(&mut out, &d, ConnectionHeader::Omit, false).write(
-            StatusCode::NO_CONTENT,
-            "text/plain",
-            [],
-            b"ignored",
-        );
+        Encoder::new(&mut out, &d, ConnectionHeader::Omit, false)
+            .write(StatusCode::NO_CONTENT, "text/plain", [], b"ignored")
+            .unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(!s.contains("Content-Length"));
         assert!(s.ends_with("GMT\r\n\r\n"));

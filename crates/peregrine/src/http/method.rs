@@ -1,0 +1,72 @@
+//! Protocol-neutral request vocabulary: [`Method`] and [`Version`].
+//!
+//! Every protocol's codec produces these, and the router and handlers see
+//! only these, so no user-visible type depends on how a request arrived.
+
+/// Request method. `Other` keeps the token in [`Head::method_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `GET`
+    Get,
+    /// `HEAD`
+    Head,
+    /// `POST`
+    Post,
+    /// `PUT`
+    Put,
+    /// `DELETE`
+    Delete,
+    /// `PATCH`
+    Patch,
+    /// `OPTIONS`
+    Options,
+    /// `TRACE`
+    Trace,
+    /// `CONNECT`
+    Connect,
+    /// Any other (syntactically valid) method token.
+    Other,
+}
+
+impl Method {
+    /// The method for a token as sent on the wire.
+    pub(crate) fn from_token(token: &str) -> Method {
+        match token {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "PATCH" => Method::Patch,
+            "OPTIONS" => Method::Options,
+            "TRACE" => Method::Trace,
+            "CONNECT" => Method::Connect,
+            _ => Method::Other,
+        }
+    }
+
+    /// The method's name as sent on the wire (`"OTHER"` for [`Method::Other`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Patch => "PATCH",
+            Method::Options => "OPTIONS",
+            Method::Trace => "TRACE",
+            Method::Connect => "CONNECT",
+            Method::Other => "OTHER",
+        }
+    }
+}
+
+/// HTTP version of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// `HTTP/1.0`
+    Http10,
+    /// `HTTP/1.1`
+    Http11,
+}

@@ -1,0 +1,538 @@
+//! The HTTP/1.1 connection driver: read, answer every complete request in
+//! the buffer, write all answers at once, repeat.
+//!
+//! [`Conn::step`] handles one request in five small steps: parse the head,
+//! settle the reply (keep-alive, `HEAD`), route, frame the body, dispatch
+//! through the protocol-neutral [pipeline](crate::pipeline). It is a plain
+//! function, so the header array and the borrowed request never live in the
+//! connection's future (which stays small). Asynchronous handlers return a
+//! `'static` future that the loop awaits; responses stay in request order
+//! because a connection handles one request at a time, while the worker
+//! serves other connections meanwhile. Streaming handlers get the
+//! connection's input lent to them ([`Conn::lend_body`]).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::body::{BodyDecoder, BodyError};
+use super::encode::{ConnectionHeader, Encoder};
+use super::lend::{BodyProgress, LentBody};
+use super::parse::{header_slots, parse_head, Framing, Head, HeadLimits};
+use crate::body::Body;
+use crate::handler::{BodyConsumer, ResponseFuture};
+use crate::http::date::DateBlock;
+use crate::http::{Method, Version};
+use crate::pipeline::{self, BodyUse, Dispatched};
+use crate::request::{Params, Request};
+use crate::response::canned::{self, Canned};
+use crate::response::{IntoResponse, Response, ResponseWriter};
+use crate::router::{Lookup, Router};
+use crate::worker::readbuf::ReadBuf;
+use crate::worker::timer::{ConnTimer, Wait};
+use crate::worker::transport::Io;
+use crate::worker::{Registration, Worker};
+
+/// Smallest read we ask the kernel for.
+const MIN_READ: usize = 4096;
+/// Pending output beyond which we write before parsing more requests, so a
+/// client pipelining thousands of requests cannot grow it without bound.
+const FLUSH_THRESHOLD: usize = 256 * 1024;
+/// Output buffer capacity kept between batches; larger buffers (a big
+/// response) are released.
+const KEEP_OUT_CAPACITY: usize = 64 * 1024;
+/// Raw bytes a chunked body may take beyond its decoded limit: tiny chunks
+/// could otherwise make the encoded body far larger than the decoded one.
+const CHUNKED_OVERHEAD: usize = 64 * 1024;
+/// How long a closing connection with unread input keeps discarding it.
+const UNREAD_DRAIN: Duration = Duration::from_millis(500);
+/// How long a refused connection keeps discarding its unread request.
+const REFUSED_DRAIN: Duration = Duration::from_secs(1);
+
+/// What the loop does after [`Conn::step`].
+enum Step {
+    /// A response was written; parse the next request.
+    Continue,
+    /// The buffer holds no complete request: read until it holds `need`
+    /// bytes (0: any amount).
+    Read { need: usize },
+    /// Write what is queued, then close.
+    Close,
+    /// Await an async handler, then write its response.
+    Await { fut: ResponseFuture, reply: Reply },
+    /// Lend the connection's input to a streaming handler.
+    Stream { consumer: BodyConsumer, decoder: BodyDecoder, expect_continue: bool, reply: Reply },
+}
+
+/// How the response to the current request is written.
+#[derive(Clone, Copy, Debug)]
+struct Reply {
+    connection: ConnectionHeader,
+    head_only: bool,
+}
+
+impl Reply {
+    fn closes(self) -> bool {
+        self.connection == ConnectionHeader::Close
+    }
+
+    fn closing(self) -> Reply {
+        Reply { connection: ConnectionHeader::Close, ..self }
+    }
+
+    /// The reply for a request the server refuses before it is understood.
+    const REFUSAL: Reply = Reply { connection: ConnectionHeader::Close, head_only: false };
+}
+
+/// A request body as the buffered path framed it.
+enum Framed<'d> {
+    /// The whole body, and the bytes the request took in the buffer.
+    Body(&'d [u8], usize),
+    /// Not all there yet: read until the buffer holds this many bytes.
+    Need(usize),
+    /// Refused while decoding.
+    Refused(BodyError),
+}
+
+/// What a read brought.
+enum Input {
+    More,
+    Closed,
+    /// The worker's sweep found the request head late and ended our input.
+    HeadTimedOut,
+}
+
+struct Conn<S: 'static> {
+    worker: Rc<Worker>,
+    router: Rc<Router<S>>,
+    timer: Rc<ConnTimer>,
+    limits: HeadLimits,
+    rbuf: ReadBuf,
+    out: Vec<u8>,
+    /// Decoded chunked bodies of buffered routes.
+    body: Vec<u8>,
+    /// Deadline for the current partial head, fixed when it started
+    /// arriving so a client dribbling bytes cannot extend it.
+    head_deadline: Option<u64>,
+    /// `100 Continue` already sent for the current request.
+    continue_sent: bool,
+}
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve<S: 'static>(
+    mut stream: Io,
+    worker: Rc<Worker>,
+    router: Rc<Router<S>>,
+    timer: Rc<ConnTimer>,
+    _registration: Registration,
+) {
+    let read_len = worker.config.read_buffer_bytes.max(MIN_READ);
+    let mut conn = Conn {
+        limits: worker.config.head_limits(),
+        worker,
+        router,
+        timer,
+        rbuf: ReadBuf::new(read_len),
+        out: Vec::with_capacity(read_len),
+        body: Vec::new(),
+        head_deadline: None,
+        continue_sent: false,
+    };
+    loop {
+        match conn.step() {
+            Step::Continue => {
+                if conn.out.len() >= FLUSH_THRESHOLD && conn.flush(&mut stream).await.is_err() {
+                    return;
+                }
+            }
+            Step::Read { need } => {
+                if conn.flush(&mut stream).await.is_err() {
+                    return;
+                }
+                if conn.worker.shutting_down() && conn.rbuf.is_empty() {
+                    return;
+                }
+                match conn.read(&mut stream, need).await {
+                    Input::More => {}
+                    Input::Closed => return,
+                    Input::HeadTimedOut => {
+                        conn.write_canned(canned::REQUEST_TIMEOUT);
+                        return conn.close(stream).await;
+                    }
+                }
+            }
+            Step::Close => return conn.close(stream).await,
+            Step::Await { fut, reply } => {
+                conn.timer.arm(Wait::Busy, u64::MAX);
+                let response = pipeline::run_handler(fut).await;
+                if !conn.write_deferred(response, reply) {
+                    let _ = conn.flush(&mut stream).await;
+                    return;
+                }
+            }
+            Step::Stream { consumer, decoder, expect_continue, reply } => {
+                match conn.lend_body(stream, consumer, decoder, expect_continue, reply).await {
+                    Some(returned) => stream = returned,
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+/// Answers a connection over the worker's limit with `503` and closes it,
+/// so the client gets a clear answer instead of a hang in the backlog.
+pub(crate) async fn refuse(mut stream: Io, date: DateBlock) {
+    let mut out = Vec::with_capacity(192);
+    writer(&mut out, &date, Reply::REFUSAL).canned(canned::CONNECTION_LIMIT);
+    if tokio::time::timeout(REFUSED_DRAIN, stream.write_all(&out)).await.is_ok() {
+        // The client's request is still unread: linger so the 503 is not
+        // lost to a reset.
+        linger_close(stream, REFUSED_DRAIN).await;
+    }
+}
+
+/// Half-closes `stream`, then discards what the client still sends for up
+/// to `drain`. Closing outright with input pending makes the kernel send a
+/// reset, which can destroy the last response before the client reads it
+/// (RFC 9112 §9.6).
+pub(crate) async fn linger_close(mut stream: Io, drain: Duration) {
+    let _ = stream.shutdown().await;
+    if drain.is_zero() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let discard = async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(drain, discard).await;
+}
+
+/// A writer for one response into `out`.
+#[inline]
+fn writer<'a>(out: &'a mut Vec<u8>, date: &'a DateBlock, reply: Reply) -> ResponseWriter<'a> {
+    ResponseWriter::http1(Encoder::new(out, date, reply.connection, reply.head_only))
+}
+
+/// Keep-alive and `HEAD` handling for the response to `head`.
+#[inline]
+fn reply_settings(head: &Head<'_, '_>, shutting_down: bool) -> Reply {
+    let keep_alive = head.keep_alive && !shutting_down;
+    let connection = match (keep_alive, head.version) {
+        (false, _) => ConnectionHeader::Close,
+        (true, Version::Http10) => ConnectionHeader::KeepAlive,
+        (true, Version::Http11) => ConnectionHeader::Omit,
+    };
+    Reply { connection, head_only: head.method == Method::Head }
+}
+
+/// The request handlers see, borrowing the head and the body.
+#[inline]
+fn request<'r>(head: &'r Head<'r, 'r>, params: Option<Params<'r>>, body: &'r [u8]) -> Request<'r> {
+    Request {
+        method: head.method,
+        method_str: head.method_str,
+        path: head.path,
+        query: head.query,
+        version: head.version,
+        headers: head.headers,
+        params,
+        body,
+    }
+}
+
+/// The route parameters a lookup found.
+#[inline]
+fn params<'a, S>(lookup: &Lookup<'a, S>) -> Option<Params<'a>> {
+    match lookup {
+        Lookup::Found { params, .. } => Some(*params),
+        _ => None,
+    }
+}
+
+/// Frames the body of a buffered route: in place for a `Content-Length`
+/// body (and a chunked one of a single chunk), copied into `decoded`
+/// otherwise. The encoded size is bounded too, so tiny chunks cannot make
+/// the raw bytes far larger than the decoded limit.
+fn frame_buffered<'d>(
+    framing: Framing,
+    data: &'d [u8],
+    head_len: usize,
+    max_body: u64,
+    max_head: usize,
+    decoded: &'d mut Vec<u8>,
+) -> Framed<'d> {
+    let mut decoder = match BodyDecoder::new(framing, max_body) {
+        Ok(decoder) => decoder,
+        Err(e) => return Framed::Refused(e),
+    };
+    decoded.clear();
+    let mut single: Option<&'d [u8]> = None;
+    let mut copied = false;
+    let result = decoder.decode(&data[head_len..], usize::MAX, |chunk| {
+        if let Some(first) = single.take() {
+            decoded.extend_from_slice(first);
+            copied = true;
+        }
+        if copied {
+            decoded.extend_from_slice(chunk);
+        } else {
+            single = Some(chunk);
+        }
+    });
+    match result {
+        Err(e) => Framed::Refused(e),
+        Ok(d) if d.done => {
+            let total = head_len + d.consumed;
+            let decoded: &'d Vec<u8> = decoded;
+            Framed::Body(if copied { decoded } else { single.unwrap_or(&[]) }, total)
+        }
+        Ok(_) => match decoder.remaining_length() {
+            // The whole declared length, which the limit already bounds.
+            Some(remaining) => {
+                Framed::Need(data.len().saturating_add(usize::try_from(remaining).unwrap_or(usize::MAX)))
+            }
+            None => {
+                let max_raw = usize::try_from(max_body.saturating_mul(2))
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(max_head)
+                    .saturating_add(CHUNKED_OVERHEAD);
+                if data.len() > max_raw {
+                    Framed::Refused(BodyError::TooLarge)
+                } else {
+                    Framed::Need(data.len() + 1)
+                }
+            }
+        },
+    }
+}
+
+/// The server's answer to a refused body.
+fn refused_body(e: BodyError) -> Canned<'static> {
+    match e {
+        BodyError::TooLarge => canned::BODY_TOO_LARGE,
+        BodyError::Invalid(why) => Canned::bad_request(why),
+    }
+}
+
+impl<S: 'static> Conn<S> {
+    /// Parses the next request in the buffer and answers it if it can be
+    /// answered synchronously.
+    fn step(&mut self) -> Step {
+        let Conn { worker, router, rbuf, out, body, head_deadline, continue_sent, limits, .. } = self;
+        let data = rbuf.data();
+        if data.is_empty() {
+            return Step::Read { need: 0 };
+        }
+        let date = worker.date();
+
+        // 1. Parse the head.
+        let mut slots = header_slots();
+        let head = match parse_head(data, &mut slots, limits) {
+            Ok(Some(head)) => head,
+            Ok(None) => {
+                head_deadline.get_or_insert_with(|| worker.deadline_after(worker.config.header_timeout));
+                return Step::Read { need: 0 };
+            }
+            Err(e) => {
+                writer(out, &date, Reply::REFUSAL).canned(Canned::status(e.status(), e.reason()));
+                return Step::Close;
+            }
+        };
+
+        // 2. Settle how the reply is written.
+        let mut reply = reply_settings(&head, worker.shutting_down());
+
+        // 3. Route.
+        let (lookup, body_use) = pipeline::route(router, head.method, head.path);
+
+        // 4. Frame the body.
+        let (req_body, total) = match body_use {
+            BodyUse::Streamed => {
+                let decoder = match BodyDecoder::new(head.framing, worker.config.max_stream_body_bytes) {
+                    Ok(decoder) => decoder,
+                    Err(e) => {
+                        writer(out, &date, Reply::REFUSAL).canned(refused_body(e));
+                        return Step::Close;
+                    }
+                };
+                let req = request(&head, params(&lookup), &[]);
+                let prepared = pipeline::prepare_stream(&lookup, &req, router.state());
+                let (expect_continue, has_body) = (head.expect_continue, head.framing != Framing::None);
+                rbuf.consume(head.len);
+                *head_deadline = None;
+                return match prepared {
+                    Ok(consumer) => Step::Stream { consumer, decoder, expect_continue, reply },
+                    Err(response) => {
+                        // The body is never read, so what follows it is
+                        // unknown: this answer is the last.
+                        let reply = if has_body { reply.closing() } else { reply };
+                        response.write_to(&mut writer(out, &date, reply));
+                        if reply.closes() {
+                            Step::Close
+                        } else {
+                            Step::Continue
+                        }
+                    }
+                };
+            }
+            // A client waiting for `100 Continue` before sending a body
+            // nobody will read gets its answer at once; the body may still
+            // follow, so the connection closes after it.
+            BodyUse::Unrouted if head.expect_continue && head.framing != Framing::None => {
+                reply = reply.closing();
+                (&[][..], head.len)
+            }
+            BodyUse::Buffered | BodyUse::Unrouted => {
+                let max_body = worker.config.max_body_bytes;
+                match frame_buffered(head.framing, data, head.len, max_body, limits.max_head_bytes, body) {
+                    Framed::Body(req_body, total) => (req_body, total),
+                    Framed::Need(need) => {
+                        if head.expect_continue && body_use == BodyUse::Buffered && !*continue_sent {
+                            out.extend_from_slice(canned::HTTP1_CONTINUE);
+                            *continue_sent = true;
+                        }
+                        return Step::Read { need };
+                    }
+                    Framed::Refused(e) => {
+                        writer(out, &date, Reply::REFUSAL).canned(refused_body(e));
+                        return Step::Close;
+                    }
+                }
+            }
+        };
+
+        // 5. Dispatch.
+        let req = request(&head, params(&lookup), req_body);
+        let step = match pipeline::dispatch(&lookup, &req, router.state(), &mut writer(out, &date, reply)) {
+            Dispatched::Written if reply.closes() => Step::Close,
+            Dispatched::Written => Step::Continue,
+            Dispatched::Panicked => Step::Close,
+            Dispatched::Pending(fut) => Step::Await { fut, reply },
+        };
+        rbuf.consume(total);
+        *head_deadline = None;
+        *continue_sent = false;
+        if body.capacity() > KEEP_OUT_CAPACITY {
+            *body = Vec::new();
+        }
+        step
+    }
+
+    /// Lends the connection's input to a streaming handler, runs it, takes
+    /// the input back and answers. Returns the stream if the connection
+    /// goes on.
+    async fn lend_body(
+        &mut self,
+        mut stream: Io,
+        consumer: BodyConsumer,
+        decoder: BodyDecoder,
+        expect_continue: bool,
+        reply: Reply,
+    ) -> Option<Io> {
+        if expect_continue && !decoder.is_done() {
+            self.out.extend_from_slice(canned::HTTP1_CONTINUE);
+        }
+        if self.flush(&mut stream).await.is_err() {
+            return None;
+        }
+        let rbuf = std::mem::replace(&mut self.rbuf, ReadBuf::empty());
+        let lent =
+            Rc::new(LentBody::new(stream, rbuf, decoder, Rc::clone(&self.worker), Rc::clone(&self.timer)));
+        self.timer.arm(Wait::Busy, u64::MAX);
+        let response = pipeline::run_handler(consumer(Body::new(Rc::clone(&lent) as _))).await;
+        // A handler that kept its `Body` alive past its own future leaves
+        // us nothing to continue on.
+        let (mut stream, rbuf, progress) = Rc::try_unwrap(lent).ok()?.give_back()?;
+        self.rbuf = rbuf;
+        let goes_on = match progress {
+            BodyProgress::Complete => self.write_deferred(response, reply),
+            // One failure, one answer: the server's, as on a buffered route.
+            BodyProgress::Refused(e) => {
+                self.write_canned(refused_body(e));
+                false
+            }
+            // Unread or lost body bytes: the next request's start is
+            // unknown, so this response is the last.
+            BodyProgress::Unfinished | BodyProgress::Lost => {
+                self.write_deferred(response, reply.closing());
+                false
+            }
+        };
+        if goes_on {
+            return Some(stream);
+        }
+        let _ = self.flush(&mut stream).await;
+        linger_close(stream, UNREAD_DRAIN).await;
+        None
+    }
+
+    /// Writes the response of an async or streaming handler. Returns whether
+    /// the connection stays open.
+    fn write_deferred(&mut self, response: Response, mut reply: Reply) -> bool {
+        // The server may have begun shutting down while the handler ran.
+        if self.worker.shutting_down() {
+            reply = reply.closing();
+        }
+        let date = self.worker.date();
+        pipeline::write_response(response, &mut writer(&mut self.out, &date, reply));
+        !reply.closes()
+    }
+
+    /// Queues a server-generated answer after which the connection closes.
+    fn write_canned(&mut self, canned: Canned<'_>) {
+        let date = self.worker.date();
+        writer(&mut self.out, &date, Reply::REFUSAL).canned(canned);
+    }
+
+    /// Writes what is queued, then closes. Closing with unread input makes
+    /// the kernel send a reset, which can destroy the response before the
+    /// client reads it: half-close and drain briefly first.
+    async fn close(&mut self, mut stream: Io) {
+        let _ = self.flush(&mut stream).await;
+        let drain = if self.rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
+        linger_close(stream, drain).await;
+    }
+
+    /// Writes all queued output.
+    async fn flush(&mut self, stream: &mut Io) -> std::io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        self.timer.arm(Wait::Io, self.worker.deadline_after(self.worker.config.io_timeout));
+        let result = stream.write_all(&self.out).await;
+        self.out.clear();
+        if self.out.capacity() > KEEP_OUT_CAPACITY {
+            self.out = Vec::with_capacity(self.worker.config.read_buffer_bytes);
+        }
+        result
+    }
+
+    /// Reads more input.
+    async fn read(&mut self, stream: &mut Io, need: usize) -> Input {
+        let worker = &self.worker;
+        let (wait, deadline) = if self.rbuf.is_empty() {
+            self.rbuf.shrink();
+            (Wait::Idle, worker.deadline_after(worker.config.idle_timeout))
+        } else if let Some(deadline) = self.head_deadline {
+            (Wait::Head, deadline)
+        } else {
+            (Wait::Io, worker.deadline_after(worker.config.io_timeout))
+        };
+        self.timer.arm(wait, deadline);
+        let spare = self.rbuf.spare(MIN_READ, need);
+        match stream.read(spare).await {
+            Ok(0) | Err(_) if self.timer.head_timed_out() => Input::HeadTimedOut,
+            Ok(0) | Err(_) => Input::Closed,
+            Ok(n) => {
+                self.rbuf.filled(n);
+                Input::More
+            }
+        }
+    }
+}

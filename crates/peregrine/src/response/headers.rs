@@ -1,0 +1,39 @@
+//! Rules for the header fields a response may carry, shared by every
+//! protocol's encoder so that none of them can be made to inject a header.
+
+/// Whether `name: value` may be written as a response header: the name is
+/// an HTTP token and the value holds no CR, LF or NUL (which would end the
+/// field early and let the rest be read as another header, or a body).
+#[inline]
+pub(crate) fn is_valid_header(name: &str, value: &str) -> bool {
+    is_token(name) && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+}
+
+/// Whether `s` is an HTTP token (RFC 9110 §5.6.2).
+pub(crate) fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Headers the server writes itself; a handler setting them would produce a
+/// duplicate or a lie, so they are ignored.
+pub(crate) fn is_managed_header(name: &str) -> bool {
+    ["content-length", "transfer-encoding", "date", "server", "connection"]
+        .iter()
+        .any(|m| name.eq_ignore_ascii_case(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_what_could_inject() {
+        assert!(is_valid_header("X-Id", "abc def\t1"));
+        assert!(!is_valid_header("X-Id", "a\r\nSet-Cookie: x"));
+        assert!(!is_valid_header("X-Id", "a\nb"));
+        assert!(!is_valid_header("X-Id", "a\0b"));
+        assert!(!is_valid_header("X Id", "a"));
+        assert!(!is_valid_header("X-Id:", "a"));
+        assert!(!is_valid_header("", "a"));
+    }
+}

@@ -1,0 +1,150 @@
+//! [`ResponseWriter`]: the one way a response leaves the pipeline, whatever
+//! protocol carries it.
+//!
+//! Handlers and [`IntoResponse`](crate::IntoResponse) implementations write
+//! status, content type, headers and a body; the writer hands them to the
+//! encoder of the connection's protocol, which serializes them in place into
+//! that connection's output buffer (no intermediate response object on the
+//! fast path).
+//!
+//! # Adding a protocol
+//! A protocol plugs in here with one variant of [`Encoding`] wrapping its
+//! encoder, which must provide `write` (a body in memory), `write_with` (a
+//! body serialized in place, sized afterwards), `closes_connection`, and
+//! refuse headers that [`is_valid_header`](super::headers::is_valid_header)
+//! refuses. Everything above this type (router, extractors, handlers,
+//! middleware) stays unchanged. With one variant the `match`es compile to
+//! direct calls.
+
+use std::convert::Infallible;
+use std::fmt;
+
+use super::canned::{Canned, INVALID_RESPONSE_HEADER};
+use super::TEXT_UTF8;
+use crate::http::StatusCode;
+use crate::proto::h1::encode::{Encoder as Http1Encoder, WriteError};
+
+/// Writes one response into the connection's output.
+///
+/// Handlers see this type only if they implement
+/// [`IntoResponse::write_to`](crate::IntoResponse::write_to) for their own
+/// types. Header names must be HTTP tokens and values must not contain CR,
+/// LF or NUL: a response that breaks this is replaced by a `500` and the
+/// mistake logged, so no handler can inject a header.
+pub struct ResponseWriter<'a> {
+    encoding: Encoding<'a>,
+}
+
+/// The protocol a response is encoded for.
+enum Encoding<'a> {
+    Http1(Http1Encoder<'a>),
+}
+
+impl fmt::Debug for ResponseWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let protocol = match self.encoding {
+            Encoding::Http1(_) => "HTTP/1.1",
+        };
+        f.debug_struct("ResponseWriter").field("protocol", &protocol).finish_non_exhaustive()
+    }
+}
+
+impl<'a> ResponseWriter<'a> {
+    /// A writer for an HTTP/1.x connection.
+    #[inline]
+    pub(crate) fn http1(encoder: Http1Encoder<'a>) -> ResponseWriter<'a> {
+        ResponseWriter { encoding: Encoding::Http1(encoder) }
+    }
+
+    /// Whether the connection closes after this response.
+    pub fn closes_connection(&self) -> bool {
+        match &self.encoding {
+            Encoding::Http1(e) => e.closes_connection(),
+        }
+    }
+
+    /// Writes a complete response whose body is already in memory.
+    #[inline]
+    pub fn write<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        body: &[u8],
+    ) {
+        let written = match &mut self.encoding {
+            Encoding::Http1(e) => e.write(status, content_type, headers, body),
+        };
+        if written.is_err() {
+            self.refuse_invalid_header();
+        }
+    }
+
+    /// Writes a response whose body is produced in place by `write_body`.
+    ///
+    /// `size_hint` is the expected body length; a good hint avoids moving
+    /// the body once to fit its length. If `write_body` fails, everything it
+    /// and this call wrote is removed and the error returned, so the caller
+    /// can write an error response instead.
+    #[inline]
+    pub fn write_with<'h, E>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        size_hint: usize,
+        write_body: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let written = match &mut self.encoding {
+            Encoding::Http1(e) => e.write_with(status, content_type, headers, size_hint, write_body),
+        };
+        match written {
+            Ok(()) => Ok(()),
+            Err(WriteError::Body(e)) => Err(e),
+            Err(WriteError::InvalidHeader) => {
+                self.refuse_invalid_header();
+                Ok(())
+            }
+        }
+    }
+
+    /// Where the next response starts, for [`ResponseWriter::rollback`].
+    #[inline]
+    pub(crate) fn checkpoint(&self) -> usize {
+        match &self.encoding {
+            Encoding::Http1(e) => e.written(),
+        }
+    }
+
+    /// Removes everything written since `checkpoint` (a handler that
+    /// panicked half-way through its response).
+    pub(crate) fn rollback(&mut self, checkpoint: usize) {
+        match &mut self.encoding {
+            Encoding::Http1(e) => e.truncate(checkpoint),
+        }
+    }
+
+    /// Makes this response the connection's last.
+    pub(crate) fn close_connection(&mut self) {
+        match &mut self.encoding {
+            Encoding::Http1(e) => e.close_connection(),
+        }
+    }
+
+    /// Writes a server-generated response (see [`super::canned`]).
+    pub(crate) fn canned(&mut self, canned: Canned<'_>) {
+        let reason = canned.reason.as_bytes();
+        let header = canned.header;
+        let _ = self.write_with(canned.status, TEXT_UTF8, header, canned.body_len(), |body| {
+            body.extend_from_slice(reason);
+            body.push(b'\n');
+            Ok::<(), Infallible>(())
+        });
+    }
+
+    #[cold]
+    fn refuse_invalid_header(&mut self) {
+        tracing::error!("refusing a response with an invalid header");
+        self.canned(INVALID_RESPONSE_HEADER);
+    }
+}

@@ -1,0 +1,106 @@
+//! Every raw system call the library makes, each behind a safe function.
+//!
+//! Sockets and the event loop go through tokio and socket2; what is left
+//! are the few calls neither offers (open-file limits, CPU affinity, and the
+//! calls the worker's sweep makes on a connection's descriptor from outside
+//! its task). Keeping them here keeps `unsafe` in one reviewed place.
+
+use std::os::fd::RawFd;
+
+/// Raises this process's soft limit on open files to its hard limit and
+/// returns the soft limit now in force (`None` if unknown or unlimited).
+pub(crate) fn raise_open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid rlimit that getrlimit fills; the call only
+    // reads this process's limits.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let wanted = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        // SAFETY: `wanted` is a valid rlimit; raising the soft limit up to
+        // the hard limit only concerns this process.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) } == 0 {
+            limit.rlim_cur = limit.rlim_max;
+        } else {
+            tracing::warn!(
+                soft = limit.rlim_cur,
+                hard = limit.rlim_max,
+                "could not raise the open-file limit"
+            );
+        }
+    }
+    (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// The soft and hard limits on open files, for tests.
+#[cfg(test)]
+pub(crate) fn open_file_limits() -> (u64, u64) {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: as in `raise_open_file_limit`.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
+    (limit.rlim_cur, limit.rlim_max)
+}
+
+/// Sets the soft limit on open files, for tests.
+#[cfg(test)]
+pub(crate) fn set_open_file_soft_limit(soft: u64) {
+    let (_, hard) = open_file_limits();
+    let wanted = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: `wanted` is a valid rlimit for this process only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) }, 0);
+}
+
+/// The CPUs the calling thread may run on, in order.
+pub(crate) fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a properly sized cpu_set_t that sched_getaffinity
+    // fills for the calling thread.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET reads the set it is given, within CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
+}
+
+/// Pins the calling thread to `cpu`. Returns whether it worked.
+pub(crate) fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the set it is given; `cpu` is
+    // bounds-checked against CPU_SETSIZE by the macro's implementation.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t; the call only changes the calling
+    // thread's affinity.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
+}
+
+/// Shuts a socket down in both directions, so the task serving it sees end
+/// of input and finishes. Used by the worker's sweep, which holds only the
+/// descriptor of a connection owned by another task.
+///
+/// The caller must pass the descriptor of a socket that is still open: the
+/// worker removes a connection from its registry (on the same thread)
+/// before the socket is closed, so a registered descriptor is never stale.
+pub(crate) fn shutdown_socket(fd: RawFd) {
+    // SAFETY: shutdown only changes the state of the socket; on an invalid
+    // descriptor it fails with EBADF and does nothing.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+/// Shuts down the read side of a socket: the task reading it sees end of
+/// input, and can still write. Same contract as [`shutdown_socket`].
+pub(crate) fn shutdown_read(fd: RawFd) {
+    // SAFETY: as in `shutdown_socket`.
+    unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+}
+
+/// Whether the socket has received bytes not read yet.
+pub(crate) fn has_pending_input(fd: RawFd) -> bool {
+    let mut pending: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the valid pointer passed;
+    // on a closed or invalid descriptor it fails and writes nothing.
+    let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) } == 0;
+    ok && pending > 0
+}

@@ -1,0 +1,179 @@
+//! One worker's state: its clock and `Date` block, its connection registry
+//! and the sweep that enforces their deadlines. Nothing here is shared with
+//! other workers, so nothing here is locked.
+//!
+//! Protocol-neutral and below every protocol: connection drivers
+//! ([`crate::proto`]) read the worker's clock, `Date` and configuration and
+//! arm their [`ConnTimer`]; the server's accept loop registers connections.
+//! The sweep never writes to a connection itself: it ends the read side of
+//! one past its deadline, and the connection's own driver answers (a `408`
+//! for a slow request head) and closes.
+
+pub(crate) mod readbuf;
+pub(crate) mod timer;
+pub(crate) mod transport;
+
+use std::cell::{Cell, RefCell};
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::time::{Instant, SystemTime};
+
+use slab::Slab;
+
+use crate::config::Config;
+use crate::http::date::{date_block, DateBlock};
+use crate::sys;
+use timer::{ConnTimer, Wait};
+
+/// Per-worker state every connection task holds an `Rc` to.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub(crate) config: Config,
+    date: Cell<DateBlock>,
+    /// When the first tick ran; later ticks are counted from it.
+    first_tick: Cell<Option<Instant>>,
+    /// Ticks so far (one a second).
+    clock: Cell<u64>,
+    conns: RefCell<Slab<Rc<ConnTimer>>>,
+    shutting_down: Cell<bool>,
+}
+
+impl Worker {
+    pub(crate) fn new(config: Config) -> Worker {
+        Worker {
+            config,
+            date: Cell::new(date_block(SystemTime::now())),
+            first_tick: Cell::new(None),
+            clock: Cell::new(0),
+            conns: RefCell::new(Slab::new()),
+            shutting_down: Cell::new(false),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn date(&self) -> DateBlock {
+        self.date.get()
+    }
+
+    /// The deadline for something that may take `timeout` from now.
+    ///
+    /// The clock counts ticks, which come once a second. Armed between ticks
+    /// `k` and `k + 1`, a deadline of `k + t + 1` is swept at tick
+    /// `k + t + 1`: at least `t` seconds later and at most `t + 2`. That is
+    /// precise enough for timeouts of seconds and reads no clock on the
+    /// request path.
+    #[inline]
+    pub(crate) fn deadline_after(&self, timeout: std::time::Duration) -> u64 {
+        self.clock.get() + timeout.as_secs().max(1) + 1
+    }
+
+    #[inline]
+    pub(crate) fn shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    /// From now on, in-flight requests are answered as the connection's
+    /// last and idle connections are swept.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+    }
+
+    pub(crate) fn register(&self, fd: RawFd) -> (usize, Rc<ConnTimer>) {
+        let timer = Rc::new(ConnTimer::new(fd));
+        let key = self.conns.borrow_mut().insert(Rc::clone(&timer));
+        (key, timer)
+    }
+
+    pub(crate) fn unregister(&self, key: usize) {
+        let mut conns = self.conns.borrow_mut();
+        if conns.contains(key) {
+            conns.remove(key);
+        }
+    }
+
+    pub(crate) fn connection_count(&self) -> usize {
+        self.conns.borrow().len()
+    }
+
+    /// Refreshes the clock and the `Date` block, then sweeps.
+    pub(crate) fn tick(&self) {
+        self.date.set(date_block(SystemTime::now()));
+        // Count ticks, catching up if the loop was too busy to tick on time:
+        // ticks land just after each wall-clock second, so rounding the time
+        // since the first one gives the number of seconds that passed.
+        let now = Instant::now();
+        let first = self.first_tick.get().unwrap_or(now);
+        self.first_tick.set(Some(first));
+        let elapsed = (now - first).as_secs_f64().round() as u64;
+        self.clock.set((self.clock.get() + 1).max(elapsed + 1));
+        self.sweep(false);
+    }
+
+    /// Drops connections past their deadline and, during shutdown, idle ones.
+    ///
+    /// `closing` (shutdown sweeps only, [`SHUTDOWN_SWEEP`] apart) also
+    /// closes connections idle since the previous such sweep.
+    pub(crate) fn sweep(&self, closing: bool) {
+        let now = self.clock.get();
+        for (_, timer) in self.conns.borrow().iter() {
+            let wait = timer.wait.get();
+            let expired = wait != Wait::Busy && timer.deadline.get() <= now;
+            if expired || (closing && idle_since_last_sweep(timer)) {
+                // A slow request head gets its `408` from the connection's
+                // driver: ending only the read side wakes its pending read
+                // with end of input and leaves the socket writable. Every
+                // other case ends the connection outright. Entries are
+                // removed (on this thread) before their socket is closed, so
+                // `fd` is live.
+                if expired && wait == Wait::Head {
+                    timer.expired.set(true);
+                    sys::shutdown_read(timer.fd);
+                } else {
+                    sys::shutdown_socket(timer.fd);
+                }
+                timer.deadline.set(u64::MAX);
+            }
+        }
+    }
+}
+
+/// During shutdown: whether a connection has been idle, with nothing to
+/// read, since the previous shutdown sweep.
+///
+/// A keep-alive client that just got an answer sends its next request
+/// within moments; closing its connection in between would lose that
+/// request in flight. So a connection is closed only when two sweeps (at
+/// least [`SHUTDOWN_SWEEP`] apart) found it idle in the same waiting
+/// period; a busy client's next request is answered with
+/// `Connection: close` instead, and the connection ends by itself.
+fn idle_since_last_sweep(timer: &ConnTimer) -> bool {
+    if timer.wait.get() != Wait::Idle || sys::has_pending_input(timer.fd) {
+        timer.seen_idle.set(false);
+        return false;
+    }
+    timer.seen_idle.replace(true)
+}
+
+/// Interval between shutdown sweeps: how long a connection must stay idle
+/// before shutdown closes it.
+pub(crate) const SHUTDOWN_SWEEP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Removes a connection from its worker's registry when its task ends, on
+/// every path (including cancellation at shutdown).
+#[derive(Debug)]
+pub(crate) struct Registration {
+    worker: Rc<Worker>,
+    key: usize,
+}
+
+impl Registration {
+    pub(crate) fn new(worker: Rc<Worker>, key: usize) -> Registration {
+        Registration { worker, key }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.worker.unregister(self.key);
+    }
+}
