@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use peregrine::fuzzing::ChunkedDecoder;
 use peregrine::fuzzing::date_block;
+use peregrine::fuzzing::ChunkedDecoder;
 use peregrine::fuzzing::{header_slots, parse_head, HeadLimits};
 use peregrine::response::Response;
 use serde::Serialize;

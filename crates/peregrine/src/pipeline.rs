@@ -109,7 +109,7 @@ pub(crate) fn prepare_stream<S>(
 ) -> Result<BodyConsumer, Response> {
     match lookup {
         Lookup::Found { endpoint: Endpoint::Stream(prepare), .. } => prepare(req, state),
-        _ => Err(canned_response(canned::NOT_FOUND)),
+        _ => Err(Response::canned(canned::NOT_FOUND)),
     }
 }
 
@@ -119,21 +119,8 @@ pub(crate) async fn run_handler(fut: ResponseFuture) -> Response {
         Ok(response) => response,
         Err(_) => {
             tracing::error!("handler panicked");
-            canned_response(canned::HANDLER_PANICKED)
+            Response::canned(canned::HANDLER_PANICKED)
         }
-    }
-}
-
-/// A canned answer as an owned [`Response`], for paths that produce one
-/// before a writer exists.
-fn canned_response(canned: Canned<'static>) -> Response {
-    let mut body = Vec::with_capacity(canned.body_len());
-    body.extend_from_slice(canned.reason.as_bytes());
-    body.push(b'\n');
-    let response = Response::with_body(crate::response::TEXT_UTF8, body).status(canned.status);
-    match canned.header {
-        Some((name, value)) => response.header(name, value),
-        None => response,
     }
 }
 

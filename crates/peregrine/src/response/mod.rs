@@ -112,7 +112,7 @@ impl Response {
         let (name, value) = (name.into(), value.into());
         if !is_valid_header(&name, &value) {
             tracing::error!(header = %name, "refusing invalid response header");
-            return Error::internal("invalid response header").into_response();
+            return Response::canned(canned::INVALID_RESPONSE_HEADER);
         }
         if name.eq_ignore_ascii_case("content-type") {
             self.content_type = value;
@@ -120,6 +120,18 @@ impl Response {
             self.headers.push((name, value));
         }
         self
+    }
+
+    /// A server-generated answer (see [`canned`]) as an owned response.
+    pub(crate) fn canned(canned: canned::Canned<'_>) -> Response {
+        let mut body = Vec::with_capacity(canned.body_len());
+        body.extend_from_slice(canned.reason.as_bytes());
+        body.push(b'\n');
+        let mut response = Response::with_body(TEXT_UTF8, body).status(canned.status);
+        if let Some((name, value)) = canned.header {
+            response.headers.push((Cow::Borrowed(name), Cow::Owned(value.to_owned())));
+        }
+        response
     }
 
     /// The status.
