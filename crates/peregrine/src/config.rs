@@ -61,12 +61,3 @@ impl Default for Config {
         }
     }
 }
-
-impl Config {
-    pub(crate) fn head_limits(&self) -> crate::proto::h1::parse::HeadLimits {
-        crate::proto::h1::parse::HeadLimits {
-            max_head_bytes: self.max_head_bytes,
-            max_headers: self.max_headers.min(crate::proto::h1::parse::MAX_HEADERS_CAP),
-        }
-    }
-}

@@ -129,7 +129,7 @@ pub(crate) async fn serve<S: 'static>(
 ) {
     let read_len = worker.config.read_buffer_bytes.max(MIN_READ);
     let mut conn = Conn {
-        limits: worker.config.head_limits(),
+        limits: HeadLimits::from_config(&worker.config),
         worker,
         router,
         timer,

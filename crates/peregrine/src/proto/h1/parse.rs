@@ -39,6 +39,16 @@ pub struct HeadLimits {
     pub max_headers: usize,
 }
 
+impl HeadLimits {
+    /// The limits `config` sets.
+    pub(crate) fn from_config(config: &crate::config::Config) -> HeadLimits {
+        HeadLimits {
+            max_head_bytes: config.max_head_bytes,
+            max_headers: config.max_headers.min(MAX_HEADERS_CAP),
+        }
+    }
+}
+
 /// Upper bound for [`HeadLimits::max_headers`]: the size of the on-stack
 /// header array the parser fills.
 pub const MAX_HEADERS_CAP: usize = 256;
