@@ -1,4 +1,6 @@
-//! A tiny blocking HTTP/1.1 client over raw TCP sockets.
+//! A tiny blocking HTTP/1.1 client over raw TCP sockets, shared by the
+//! verifier (every request it sends) and stress scenarios (a probe while a
+//! server is under load).
 //!
 //! This module owns the byte-level view of the conversation with a server:
 //! it sends exactly the bytes a check hands it (so malformed input reaches
