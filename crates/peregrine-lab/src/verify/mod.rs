@@ -11,7 +11,8 @@
 //! non-zero on any failure). The work is split by concern:
 //! - the raw-socket HTTP/1.1 client is the rig's ([`crate::rig::client`]);
 //! - [`checks`]: pure checks over one parsed response;
-//! - [`date`], [`html`]: IMF-fixdate validation, the fortunes document;
+//! - [`html`]: the fortunes document (IMF-fixdate validation is
+//!   [`http_probe::date`]'s);
 //! - [`config`]: per-server paths and parameter names;
 //! - [`tfb`], [`arena`], [`badinput`], [`db`]: which requests to send for the
 //!   TFB test types, the HttpArena profiles, the bad-input battery, and the
@@ -21,7 +22,6 @@ mod arena;
 mod badinput;
 mod checks;
 mod config;
-mod date;
 mod db;
 mod html;
 #[cfg(test)]

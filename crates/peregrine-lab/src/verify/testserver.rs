@@ -13,9 +13,9 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::checks::DATASET_JSON;
-use super::date::format_imf_fixdate;
 use super::html::{escape, expected_fortunes, render_expected};
-use crate::rig::client::parse_decimal;
+use http_probe::date::format_imf_fixdate;
+use http_probe::parse_decimal;
 
 /// One planted bug per flag; the default is a correct server.
 #[derive(Clone, Copy, Default)]
