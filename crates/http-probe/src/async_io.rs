@@ -4,8 +4,8 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::parse::{take_body, take_head};
-use crate::{End, Head, ReadError, Response};
+use crate::message::{End, ReadError, Response};
+use crate::parse::{assemble, take_body, take_head, Head};
 use std::io::ErrorKind;
 
 /// Reads one response head, buffering in `buf`, and removes it from `buf`.
@@ -34,7 +34,7 @@ pub async fn read_body<R: AsyncRead + Unpin + ?Sized>(
     let mut end = None;
     loop {
         if let Some(body) = take_body(buf, framing, end.as_ref()) {
-            return Response::new(head, framing, body.with_defects_first(defects));
+            return assemble(head, framing, body.with_defects_first(defects));
         }
         end = fill(src, buf).await;
     }

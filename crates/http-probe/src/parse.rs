@@ -7,9 +7,32 @@
 //! the stream has ended, the caller passes as `end`: only then does a body
 //! that is still short become a (defective) result.
 
-use crate::{
-    header, header_all, is_interim, parse_decimal, preview, End, Framing, ReadError, MAX_BODY, MAX_HEAD,
+use crate::message::{
+    header, header_all, is_interim, parse_decimal, preview, End, Framing, ReadError, Response,
 };
+
+/// Largest response head accepted; a server sending more is broken, and the
+/// cap keeps a runaway server from growing the buffer without bound.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// Largest response body kept; every body a test expects is far smaller.
+pub const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// A [`Response`] from its head, its framing and its body.
+pub(crate) fn assemble(head: &Head, framing: Framing, body: Body) -> Response {
+    let mut defects = head.defects.clone();
+    defects.extend(body.defects);
+    Response {
+        version: head.version.clone(),
+        status: head.status,
+        reason: head.reason.clone(),
+        headers: head.headers.clone(),
+        body: body.bytes,
+        framing,
+        defects,
+        cut_short: body.cut_short,
+        raw_head: head.raw.clone(),
+    }
+}
 
 /// Longest chunk-size line accepted (size, extensions, CRLF).
 const MAX_CHUNK_LINE: usize = 4096;

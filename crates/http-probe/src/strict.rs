@@ -8,7 +8,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::date::parse_imf_fixdate;
-use crate::{is_token, Head};
+use crate::message::is_token;
+use crate::parse::Head;
 
 /// Largest difference allowed between a response's `Date` and the client's
 /// clock (the date is whole seconds; slack for a loaded machine).

@@ -2,6 +2,7 @@
 //! input across reads, and the ways a response can be broken.
 
 use super::*;
+use std::io::{self, ErrorKind, Read};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source that hands out its bytes in the given pieces, one per read,
