@@ -27,7 +27,7 @@ pub async fn read_head<R: AsyncRead + Unpin + ?Sized>(
 pub async fn read_body<R: AsyncRead + Unpin + ?Sized>(
     src: &mut R,
     buf: &mut Vec<u8>,
-    head: &Head,
+    head: Head,
     head_request: bool,
 ) -> Response {
     let (framing, defects) = head.framing(head_request);
@@ -47,7 +47,7 @@ pub async fn read_response<R: AsyncRead + Unpin + ?Sized>(
     head_request: bool,
 ) -> Result<Response, ReadError> {
     let head = read_head(src, buf).await?;
-    Ok(read_body(src, buf, &head, head_request).await)
+    Ok(read_body(src, buf, head, head_request).await)
 }
 
 async fn fill<R: AsyncRead + Unpin + ?Sized>(src: &mut R, buf: &mut Vec<u8>) -> Option<End> {

@@ -47,7 +47,7 @@ pub fn read_head<R: Read + ?Sized>(src: &mut R, buf: &mut Vec<u8>) -> Result<Hea
 pub fn read_body<R: Read + ?Sized>(
     src: &mut R,
     buf: &mut Vec<u8>,
-    head: &Head,
+    head: Head,
     head_request: bool,
 ) -> Response {
     let (framing, defects) = head.framing(head_request);
@@ -68,7 +68,7 @@ pub fn read_response<R: Read + ?Sized>(
     head_request: bool,
 ) -> Result<Response, ReadError> {
     let head = read_head(src, buf)?;
-    Ok(read_body(src, buf, &head, head_request))
+    Ok(read_body(src, buf, head, head_request))
 }
 
 /// Reads once more into `buf`; `Some` when the stream ended or failed.

@@ -18,19 +18,19 @@ pub const MAX_HEAD: usize = 64 * 1024;
 pub const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// A [`Response`] from its head, its framing and its body.
-pub(crate) fn assemble(head: &Head, framing: Framing, body: Body) -> Response {
-    let mut defects = head.defects.clone();
+pub(crate) fn assemble(head: Head, framing: Framing, body: Body) -> Response {
+    let mut defects = head.defects;
     defects.extend(body.defects);
     Response {
-        version: head.version.clone(),
+        version: head.version,
         status: head.status,
-        reason: head.reason.clone(),
-        headers: head.headers.clone(),
+        reason: head.reason,
+        headers: head.headers,
         body: body.bytes,
         framing,
         defects,
         cut_short: body.cut_short,
-        raw_head: head.raw.clone(),
+        raw_head: head.raw,
     }
 }
 

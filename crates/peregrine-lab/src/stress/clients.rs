@@ -73,7 +73,7 @@ pub async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<
             }
             (_, defects) => return Err(ReadError::Malformed(defects.join(", "))),
         };
-        let response = probe::async_io::read_body(stream, buf, &head, false).await;
+        let response = probe::async_io::read_body(stream, buf, head, false).await;
         if response.cut_short.is_some() {
             return Err(ReadError::Truncated(format!(
                 "{} of {length} body bytes, then the connection ended",

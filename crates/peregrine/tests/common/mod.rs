@@ -175,7 +175,7 @@ impl Client {
         // Content-Type, Content-Length), each exactly once.
         let problems = strict::final_problems(&head, SystemTime::now());
         assert!(problems.is_empty(), "{}: {text:?}", problems.join("; "));
-        let response = http_probe::read_body(&mut self.stream, &mut self.buf, &head, head_only);
+        let response = http_probe::read_body(&mut self.stream, &mut self.buf, head, head_only);
         match &response.cut_short {
             None => {}
             Some(End::Closed) => panic!(
