@@ -1,8 +1,13 @@
 //! `peregrine-lab`: verify a running server against the spec, and measure
 //! servers side by side.
+//!
+//! One module per command (`ab`, `bench`, `stress`, `verify`); what more
+//! than one command needs (server processes, wrk, `/proc`, statistics, the
+//! raw HTTP client) lives in `rig`, and commands never import each other.
 
 mod ab;
 mod bench;
+mod rig;
 mod stress;
 mod verify;
 

@@ -92,7 +92,7 @@ fn bytes(alloc: Option<Alloc>) -> String {
     match alloc {
         None => "-".into(),
         Some(a) if a.bytes_per_iter.fract() == 0.0 => {
-            format!("{} B", crate::bench::count(a.bytes_per_iter))
+            format!("{} B", crate::rig::stats::count(a.bytes_per_iter))
         }
         Some(a) => format!("{:.1} B", a.bytes_per_iter),
     }

@@ -10,7 +10,7 @@
 //! left out of its line (the line joins the levels it has).
 
 use super::levels::TestLevels;
-use super::stats::Summary;
+use super::records::Summary;
 use std::fmt::Write as _;
 
 const WIDTH: f64 = 760.0;
@@ -196,7 +196,7 @@ pub fn svg(levels: &TestLevels, servers: &[String], summaries: &[Summary]) -> St
                 y(*v),
                 escape(server),
                 levels.label(&levels.levels[*i]),
-                super::report::count(*v)
+                crate::rig::stats::count(*v)
             );
         }
     }

@@ -8,7 +8,7 @@
 //!    plaintext (TFB publishes each framework's peak over its concurrency
 //!    levels); for queries and updates, the median at the 20-query level
 //!    only (TFB scores those tests at 20 queries). Only clean rounds count
-//!    (see `stats`).
+//!    (see `records`).
 //! 2. Normalised result = 100 × result / the best result of any server in
 //!    this run for that test. The best server scores 100 there.
 //! 3. Score = Σ weight × normalised result, over the weighted tests run.
@@ -22,7 +22,7 @@
 //! not run at all (or queries/updates without a 20-query level) is left out
 //! of everyone's score and of the maximum, and listed as missing.
 
-use super::stats::Summary;
+use super::records::Summary;
 use serde::{Deserialize, Serialize};
 
 /// TFB's weights, in TFB's order.

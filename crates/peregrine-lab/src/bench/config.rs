@@ -7,6 +7,7 @@
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 
 /// One server the bench can start, as written in `servers.toml`.
@@ -47,6 +48,15 @@ impl ServerSpec {
     /// The environment with `{port}` filled in.
     pub fn run_env(&self) -> Vec<(String, String)> {
         self.env.iter().map(|(k, v)| (k.clone(), self.fill(v))).collect()
+    }
+
+    /// The address wrk and the readiness probe connect to.
+    pub fn resolve(&self) -> Result<SocketAddr, String> {
+        (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("server `{}`: cannot resolve {}: {e}", self.name, self.host))?
+            .next()
+            .ok_or_else(|| format!("server `{}`: {} has no address", self.name, self.host))
     }
 
     fn fill(&self, text: &str) -> String {

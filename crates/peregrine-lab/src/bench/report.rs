@@ -10,7 +10,8 @@
 use super::chart;
 use super::composite::{self, Composite};
 use super::levels::TestLevels;
-use super::stats::{RunRecord, Spread, Summary};
+use super::records::{RunRecord, Summary};
+use crate::rig::stats::{count, Spread};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -42,19 +43,6 @@ pub struct Results {
     /// One per (test, level, server), in run order.
     pub summaries: Vec<Summary>,
     pub runs: Vec<RunRecord>,
-}
-
-/// `1234567.8` -> `1,234,568`.
-pub fn count(value: f64) -> String {
-    let digits = format!("{:.0}", value.max(0.0));
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn ms(value: Option<f64>) -> String {

@@ -1,13 +1,16 @@
 //! Clients wrk cannot be: slow senders, noise (bad methods, unknown paths,
 //! garbage connections), keep-alive loops that notice a truncated response,
 //! and timed probes. All run on one current-thread tokio runtime in the lab
-//! process, pinned with the rest of the load.
+//! process, pinned with the rest of the load. Responses are read with
+//! [`http_probe`]'s async reader; this module only sorts what went wrong
+//! into the categories the scenarios count.
 
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use http_probe::{self as probe, End, Framing};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
@@ -45,86 +48,44 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// Reads one response (skipping interim `1xx` ones). Bytes read past its
-/// end stay in `buf` for the next call.
+/// Reads one response (skipping interim `1xx` ones) with [`http_probe`],
+/// holding it to what these clients count on: a `Content-Length` (or no
+/// body by definition). Bytes read past its end stay in `buf` for the next
+/// call.
 pub async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Response, ReadError> {
     loop {
-        let response = read_one(stream, buf).await?;
-        if !(100..200).contains(&response.status) {
-            return Ok(response);
-        }
-    }
-}
-
-async fn read_one(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Response, ReadError> {
-    let head_end = loop {
-        if let Some(at) = find(buf, b"\r\n\r\n") {
-            break at + 4;
-        }
-        fill(stream, buf).await?;
-    };
-    let head = std::str::from_utf8(&buf[..head_end])
-        .map_err(|_| ReadError::Malformed("response head is not UTF-8".into()))?;
-    let status = head
-        .strip_prefix("HTTP/1.1 ")
-        .or_else(|| head.strip_prefix("HTTP/1.0 "))
-        .and_then(|rest| rest.get(..3))
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| ReadError::Malformed(format!("bad status line in {head:?}")))?;
-    let mut length = None;
-    let mut close = false;
-    for line in head.split("\r\n").skip(1) {
-        let Some((name, value)) = line.split_once(':') else { continue };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            length = Some(
-                value
-                    .parse::<usize>()
-                    .map_err(|_| ReadError::Malformed(format!("Content-Length {value:?}")))?,
-            );
-        } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close") {
-            close = true;
-        }
-    }
-    let length = match (length, status) {
-        (Some(n), _) => n,
-        (None, 100..=199 | 204 | 304) => 0,
-        (None, _) => return Err(ReadError::Malformed(format!("no Content-Length in {head:?}"))),
-    };
-    while buf.len() < head_end + length {
-        fill(stream, buf).await.map_err(|e| match e {
-            ReadError::Closed | ReadError::Reset(_) => ReadError::Truncated(format!(
-                "{} of {length} body bytes, then the connection ended",
-                buf.len() - head_end
-            )),
-            other => other,
+        let head = probe::async_io::read_head(stream, buf).await.map_err(|e| match e {
+            probe::ReadError::Ended { end: End::Closed, received: 0 } => ReadError::Closed,
+            probe::ReadError::Ended { end, received: 0 } => ReadError::Reset(end.to_io_error()),
+            probe::ReadError::Ended { end: End::Closed, received } => {
+                ReadError::Truncated(format!("connection ended after {received} bytes of a response"))
+            }
+            probe::ReadError::Ended { end, received } => {
+                ReadError::Truncated(format!("{} after {received} bytes of a response", end.describe()))
+            }
+            probe::ReadError::Malformed(why) => ReadError::Malformed(why),
         })?;
-    }
-    let body = buf[head_end..head_end + length].to_vec();
-    buf.drain(..head_end + length);
-    Ok(Response { status, close, body })
-}
-
-/// Reads more bytes into `buf`; end of input or an error is `Closed` or
-/// `Reset` when `buf` was empty, `Truncated` otherwise.
-async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), ReadError> {
-    let mut chunk = [0u8; 16 * 1024];
-    match stream.read(&mut chunk).await {
-        Ok(0) if buf.is_empty() => Err(ReadError::Closed),
-        Ok(0) => {
-            Err(ReadError::Truncated(format!("connection ended after {} bytes of a response", buf.len())))
+        let length = match head.framing(false) {
+            (Framing::ContentLength(n), defects) if defects.is_empty() => n,
+            (Framing::None, defects) if defects.is_empty() => 0,
+            (_, _) if head.header("content-length").is_none() => {
+                return Err(ReadError::Malformed(format!("no Content-Length in {:?}", head.raw_text())))
+            }
+            (_, defects) => return Err(ReadError::Malformed(defects.join(", "))),
+        };
+        let response = probe::async_io::read_body(stream, buf, head, false).await;
+        if response.cut_short.is_some() {
+            return Err(ReadError::Truncated(format!(
+                "{} of {length} body bytes, then the connection ended",
+                response.body.len()
+            )));
         }
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(())
+        if (100..200).contains(&response.status) {
+            continue;
         }
-        Err(e) if buf.is_empty() => Err(ReadError::Reset(e)),
-        Err(e) => Err(ReadError::Truncated(format!("{e} after {} bytes of a response", buf.len()))),
+        let close = response.header_all("connection").any(|v| v.eq_ignore_ascii_case("close"));
+        return Ok(Response { status: response.status, close, body: response.body });
     }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A request head for `GET path`.

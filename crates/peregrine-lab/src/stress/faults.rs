@@ -29,8 +29,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::clients::{block_on, get, read_response, ReadError};
-use super::target::{percentile, Target, TargetArgs, Wrk};
+use super::target::{Target, TargetArgs, Wrk};
 use super::Report;
+use crate::rig::stats::percentile;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {

@@ -14,8 +14,10 @@
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, noise, Noise, NoiseStats};
-use super::target::{median, pin_self, server_cpu_secs, Target, TargetArgs, Wrk};
+use super::target::{median, Target, TargetArgs, Wrk};
 use super::{ratio, Report};
+use crate::rig::cpu::pin_self;
+use crate::rig::procfs;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -64,9 +66,9 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let mut noise_stats = NoiseStats::default();
     let mut rate = 0.0;
     for pair in 0..args.pairs.max(1) {
-        let cpu_before = server_cpu_secs(pid)?;
+        let cpu_before = procfs::cpu_secs(pid)?;
         let clean = wrk.run(&target.load_cpu)?;
-        let clean_busy = (server_cpu_secs(pid)? - cpu_before) / clean.duration_secs.max(1e-9);
+        let clean_busy = (procfs::cpu_secs(pid)? - cpu_before) / clean.duration_secs.max(1e-9);
         println!(
             "  clean phase {}: {:.0} req/s, server CPU {:.0}% busy",
             pair + 1,
@@ -79,7 +81,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         if pair == 0 {
             rate = clean.requests_per_sec * args.noise_share;
         }
-        let cpu_before = server_cpu_secs(pid)?;
+        let cpu_before = procfs::cpu_secs(pid)?;
         let running = wrk.spawn(&target.load_cpu)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let (addr, kinds) = (server.addr, args.kinds.clone());
@@ -90,7 +92,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             noise_task.await.unwrap_or_default()
         })?;
         let noisy = running.finish()?;
-        let noisy_busy = (server_cpu_secs(pid)? - cpu_before) / noisy.duration_secs.max(1e-9);
+        let noisy_busy = (procfs::cpu_secs(pid)? - cpu_before) / noisy.duration_secs.max(1e-9);
         println!(
             "  noisy phase {}: {:.0} req/s valid, {} noise requests, server CPU {:.0}% busy",
             pair + 1,

@@ -20,8 +20,12 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops, LoopStats};
-use super::target::{fd_count, percentile, pin_self, probe, raise_fd_limit, Target, TargetArgs};
+use super::target::{probe, Target, TargetArgs};
 use super::Report;
+use crate::rig::cpu::pin_self;
+use crate::rig::fdlimit;
+use crate::rig::procfs::fd_count;
+use crate::rig::stats::percentile;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -58,7 +62,7 @@ pub struct ClientArgs {
 
 /// Runs keep-alive loops and prints their [`LoopStats`] as one JSON line.
 pub fn client(args: &ClientArgs) -> ExitCode {
-    raise_fd_limit();
+    fdlimit::raise();
     let (addr, conns, path, duration) = (args.addr, args.connections, args.path.clone(), args.duration);
     let stats = block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -87,7 +91,7 @@ fn per_process(limit: u64) -> u32 {
 }
 
 pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
-    let fd_limit = raise_fd_limit();
+    let fd_limit = fdlimit::raise();
     let mut extra = Vec::new();
     if let Some(limit) = args.server_limit {
         extra.extend(["--max-connections".to_string(), limit.to_string()]);

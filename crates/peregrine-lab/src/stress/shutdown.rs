@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops};
-use super::target::{pin_self, Target, TargetArgs};
+use super::target::{Target, TargetArgs};
 use super::Report;
+use crate::rig::cpu::pin_self;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {

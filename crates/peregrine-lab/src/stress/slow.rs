@@ -18,8 +18,11 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, slow_clients, SlowOutcome};
-use super::target::{measured_run, median, percentile, pin_self, Target, TargetArgs, Wrk};
+use super::target::{measured_run, median, Target, TargetArgs, Wrk};
 use super::{ratio, Report};
+use crate::rig::cpu::pin_self;
+use crate::rig::fdlimit;
+use crate::rig::stats::percentile;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -53,7 +56,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             args.duration, args.header_timeout
         ));
     }
-    super::target::raise_fd_limit();
+    fdlimit::raise();
     let extra = ["--header-timeout".to_string(), args.header_timeout.to_string()];
     let mut server = Target::start(target, "slow", &extra)?;
     let pid = server.pid();

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 
-use super::target::{fd_count, rss_kib, Target, TargetArgs, Wrk};
+use super::target::{Target, TargetArgs, Wrk};
 use super::Report;
+use crate::rig::procfs::{fd_count, rss_kib};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {

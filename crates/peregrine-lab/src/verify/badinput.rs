@@ -11,9 +11,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::checks::{self, Check};
-use super::client::{CloseState, Target};
 use super::tfb::expect_closed;
 use super::{Ctx, Reporter};
+use crate::rig::client::{CloseState, Target};
 
 /// What must happen to the connection after the error response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,9 +6,9 @@
 //! orchestration modules (`tfb`, `arena`, `badinput`, `db`) decide which
 //! requests to send and which checks apply to each answer.
 
-use super::client::{Framing, Response};
-use super::date::parse_imf_fixdate;
 use super::html;
+use crate::rig::client::{Framing, Response};
+use http_probe::date::parse_imf_fixdate;
 use serde_json::Value;
 
 pub type Check = Result<(), String>;

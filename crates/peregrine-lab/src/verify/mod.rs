@@ -9,9 +9,10 @@
 //! This module owns the command line, the run order and the report (`PASS`,
 //! `FAIL name: expected X, got Y`, `SKIP`, then a summary; the exit status is
 //! non-zero on any failure). The work is split by concern:
-//! - [`client`]: raw-socket HTTP/1.1 client and response parser;
+//! - the raw-socket HTTP/1.1 client is the rig's ([`crate::rig::client`]);
 //! - [`checks`]: pure checks over one parsed response;
-//! - [`date`], [`html`]: IMF-fixdate validation, the fortunes document;
+//! - [`html`]: the fortunes document (IMF-fixdate validation is
+//!   [`http_probe::date`]'s);
 //! - [`config`]: per-server paths and parameter names;
 //! - [`tfb`], [`arena`], [`badinput`], [`db`]: which requests to send for the
 //!   TFB test types, the HttpArena profiles, the bad-input battery, and the
@@ -20,9 +21,7 @@
 mod arena;
 mod badinput;
 mod checks;
-pub(crate) mod client;
 mod config;
-mod date;
 mod db;
 mod html;
 #[cfg(test)]
@@ -33,8 +32,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::rig::client::Target;
 use checks::Check;
-use client::Target;
 use config::Routes;
 
 /// Groups of checks that `--only` can select.

@@ -13,9 +13,9 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::checks::DATASET_JSON;
-use super::client::parse_decimal;
-use super::date::format_imf_fixdate;
 use super::html::{escape, expected_fortunes, render_expected};
+use http_probe::date::format_imf_fixdate;
+use http_probe::parse_decimal;
 
 /// One planted bug per flag; the default is a correct server.
 #[derive(Clone, Copy, Default)]
@@ -544,7 +544,7 @@ fn write_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::client::Target;
+    use crate::rig::client::Target;
     use crate::verify::config::Routes;
     use crate::verify::{badinput, checks, run_checks, tfb, Ctx, Group, Reporter};
 

@@ -10,8 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::checks::{self, Check};
-use super::client::{CloseState, Response, Target};
 use super::{Ctx, Reporter};
+use crate::rig::client::{CloseState, Response, Target};
 
 type CheckFn = Box<dyn Fn(&Response) -> Check + Send + Sync>;
 type Checker = fn(&Response) -> Check;

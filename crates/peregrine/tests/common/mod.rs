@@ -1,9 +1,12 @@
 //! Shared by the integration tests: a test server and a raw-TCP HTTP/1.1
 //! client that checks every response it reads for well-formedness.
 //!
-//! The client is deliberately hand-written over `std::net::TcpStream`: an
-//! HTTP client crate would normalise exactly the things these tests exist to
-//! check (framing, `Content-Length`, interim responses, closes).
+//! The client is deliberately raw, over `std::net::TcpStream`: an HTTP
+//! client crate would normalise exactly the things these tests exist to
+//! check (framing, `Content-Length`, interim responses, closes). Reading
+//! and the well-formedness rules are the workspace's `http-probe` crate,
+//! the same reader the lab's verifier uses; this module decides what is a
+//! test failure (a panic) and what the test gets back.
 
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
@@ -11,6 +14,8 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant, SystemTime};
+
+use http_probe::{strict, End, ReadError};
 
 use peregrine::{Body, Config, Content, Json, Path, Router, Server, ServerHandle};
 use serde::Serialize;
@@ -142,77 +147,51 @@ impl Client {
 
     /// Reads one response. `Ok(None)` when the server closed the connection
     /// cleanly before sending any byte of one. A response that is there but
-    /// malformed panics: that is always a test failure.
+    /// malformed panics: that is always a test failure. Parsing is
+    /// `http_probe`'s; the rules every response is held to are its
+    /// `strict` ones.
     pub fn read_response(&mut self, head_only: bool) -> io::Result<Option<Response>> {
-        let head_end = loop {
-            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
-                break i + 4;
-            }
-            if self.fill()? == 0 {
-                assert!(
-                    self.buf.is_empty(),
-                    "connection closed in the middle of a response head: {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                );
-                return Ok(None);
-            }
+        let head = match http_probe::read_head(&mut self.stream, &mut self.buf) {
+            Ok(head) => head,
+            Err(ReadError::Ended { end: End::Closed, received: 0 }) => return Ok(None),
+            Err(ReadError::Ended { end: End::Closed, .. }) => panic!(
+                "connection closed in the middle of a response head: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ),
+            Err(ReadError::Ended { end, .. }) => return Err(end.to_io_error()),
+            Err(e @ ReadError::Malformed(_)) => panic!("malformed response: {e}"),
         };
-        let head = std::str::from_utf8(&self.buf[..head_end - 4]).expect("response head is UTF-8").to_owned();
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap();
-        let mut parts = status_line.splitn(3, ' ');
-        assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {status_line:?}");
-        let code = parts.next().unwrap_or("");
-        assert!(code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit()), "status line {status_line:?}");
-        let status: u16 = code.parse().unwrap();
-        assert!(parts.next().is_some_and(|r| !r.is_empty()), "no reason phrase in {status_line:?}");
-        let mut headers = Vec::new();
-        for line in lines {
-            let (name, value) = line.split_once(": ").unwrap_or_else(|| panic!("bad header line {line:?}"));
-            assert!(is_token(name), "bad header name in {line:?}");
-            assert_eq!(value, value.trim(), "header value has stray whitespace: {line:?}");
-            headers.push((name.to_owned(), value.to_owned()));
-        }
-        self.buf.drain(..head_end);
-        let mut response = Response { status, headers, body: Vec::new() };
-        if status < 200 {
+        let text = head.raw_text();
+        let problems = strict::head_problems(&head);
+        assert!(problems.is_empty(), "{}: {text:?}", problems.join("; "));
+        if head.status < 200 {
             // Interim responses (`100 Continue`) are a bare status line.
-            assert!(response.headers.is_empty(), "interim response with headers: {head:?}");
-            return Ok(Some(response));
+            let problems = strict::interim_problems(&head);
+            assert!(problems.is_empty(), "{}", problems.join("; "));
+            return Ok(Some(Response { status: head.status, headers: head.headers, body: Vec::new() }));
         }
 
         // What every final response must carry (SPEC: Server, Date,
         // Content-Type, Content-Length), each exactly once.
-        assert!(response.header("server").is_some(), "no Server header: {head:?}");
-        check_date(response.header("date").unwrap_or_else(|| panic!("no Date header: {head:?}")));
-        assert!(response.header("content-type").is_some(), "no Content-Type header: {head:?}");
-        assert!(response.header("transfer-encoding").is_none(), "unexpected Transfer-Encoding: {head:?}");
-        let length =
-            response.header("content-length").unwrap_or_else(|| panic!("no Content-Length: {head:?}"));
-        assert!(length.bytes().all(|b| b.is_ascii_digit()), "bad Content-Length in {head:?}");
-        let length: usize = length.parse().unwrap();
-
-        if !head_only {
-            while self.buf.len() < length {
-                if self.fill()? == 0 {
-                    panic!(
-                        "connection closed after {} of {length} body bytes; head {head:?}",
-                        self.buf.len()
-                    );
-                }
-            }
-            response.body = self.buf.drain(..length).collect();
+        let problems = strict::final_problems(&head, SystemTime::now());
+        assert!(problems.is_empty(), "{}: {text:?}", problems.join("; "));
+        let response = http_probe::read_body(&mut self.stream, &mut self.buf, head, head_only);
+        match &response.cut_short {
+            None => {}
+            Some(End::Closed) => panic!(
+                "connection closed after {} of {:?} body bytes; head {text:?}",
+                response.body.len(),
+                response.content_length()
+            ),
+            Some(end) => return Err(end.to_io_error()),
         }
+        assert!(response.defects.is_empty(), "{}: {text:?}", response.defects.join("; "));
         // Whatever follows a response must be the next response: a wrong
         // Content-Length would leave body bytes (or eat head bytes) here.
-        if !self.buf.is_empty() {
-            assert!(
-                self.buf.starts_with(b"HTTP/1.1 ") || b"HTTP/1.1 ".starts_with(&self.buf),
-                "bytes after a {length}-byte body are not a response: {:?}",
-                String::from_utf8_lossy(&self.buf[..self.buf.len().min(80)])
-            );
+        if let Some(problem) = strict::leftover_problem(&self.buf) {
+            panic!("after a {}-byte body: {problem}", response.body.len());
         }
-        Ok(Some(response))
+        Ok(Some(Response { status: response.status, headers: response.headers, body: response.body }))
     }
 
     /// Asserts the server closes the connection (end-of-stream, or a reset)
@@ -243,28 +222,6 @@ impl Client {
     pub fn expect_closed(&mut self) {
         self.expect_closed_within(Duration::from_secs(3));
     }
-
-    /// Reads more bytes into the buffer; 0 at end-of-stream.
-    fn fill(&mut self) -> io::Result<usize> {
-        let mut tmp = [0u8; 64 * 1024];
-        let n = self.stream.read(&mut tmp)?;
-        self.buf.extend_from_slice(&tmp[..n]);
-        Ok(n)
-    }
-}
-
-/// `Date` must be an IMF-fixdate of the current time (to the second; a few
-/// seconds of slack for a loaded machine).
-fn check_date(value: &str) {
-    let parsed = httpdate::parse_http_date(value).unwrap_or_else(|_| panic!("bad Date {value:?}"));
-    assert_eq!(httpdate::fmt_http_date(parsed), value, "Date is not in IMF-fixdate form");
-    let now = SystemTime::now();
-    let skew = now.duration_since(parsed).unwrap_or_else(|e| e.duration());
-    assert!(skew < Duration::from_secs(5), "Date {value:?} is {skew:?} away from now");
-}
-
-fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

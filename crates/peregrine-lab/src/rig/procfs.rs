@@ -1,7 +1,8 @@
-//! What the bench reads about a server process from `/proc`: CPU time used
-//! (utime + stime from `/proc/PID/stat`) and peak resident memory (VmHWM from
-//! `/proc/PID/status`). `/proc/PID/stat` of a process counts all its threads,
-//! which is what a single-process multi-threaded server needs.
+//! What the lab reads about a server process from `/proc`: CPU time used
+//! (utime + stime from `/proc/PID/stat`), peak and current resident memory
+//! (VmHWM, VmRSS from `/proc/PID/status`) and open file descriptors.
+//! `/proc/PID/stat` of a process counts all its threads, which is what a
+//! single-process multi-threaded server needs.
 
 use std::fmt;
 
@@ -78,6 +79,26 @@ pub fn clock_ticks_per_second() -> Result<u64, ProcError> {
     Ok(ticks as u64)
 }
 
+/// CPU seconds (user + system) a process has used so far.
+pub fn cpu_secs(pid: u32) -> Result<f64, String> {
+    let ticks = clock_ticks_per_second().map_err(|e| e.to_string())? as f64;
+    Ok(read_cpu(pid).map_err(|e| e.to_string())?.total() as f64 / ticks)
+}
+
+/// Resident memory of a process in KiB (`VmRSS`).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Open file descriptors of a process.
+pub fn fd_count(pid: u32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).ok().map(|dir| dir.count())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +134,12 @@ mod tests {
         assert!(read_cpu(pid).is_ok());
         assert!(read_peak_rss_kib(pid).is_some_and(|kib| kib > 0));
         assert!(clock_ticks_per_second().is_ok_and(|t| t > 0));
+    }
+
+    #[test]
+    fn proc_readers_see_this_process() {
+        let me = std::process::id();
+        assert!(rss_kib(me).is_some_and(|kib| kib > 0));
+        assert!(fd_count(me).is_some_and(|n| n >= 3));
     }
 }

@@ -2,11 +2,13 @@
 //! with its output in a log file, waiting for its port, and stopping it
 //! (SIGTERM, then SIGKILL). A started server is stopped when its handle is
 //! dropped, so an error mid-run never leaves one holding the port.
+//!
+//! It knows nothing of where a command line comes from (the bench's servers
+//! file, a stress scenario's flags): callers pass the argv and environment.
 
-use super::config::ServerSpec;
 use std::fs::File;
 use std::io;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -31,15 +33,6 @@ pub fn build(argv: &[String]) -> Result<(), String> {
     }
 }
 
-/// The address wrk and the readiness probe connect to.
-pub fn resolve(spec: &ServerSpec) -> Result<SocketAddr, String> {
-    (spec.host.as_str(), spec.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("server `{}`: cannot resolve {}: {e}", spec.name, spec.host))?
-        .next()
-        .ok_or_else(|| format!("server `{}`: {} has no address", spec.name, spec.host))
-}
-
 /// Whether something accepts TCP connections at `addr` right now.
 pub fn accepts(addr: SocketAddr) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
@@ -52,35 +45,43 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Starts `spec` pinned to `cpu` (a `taskset -c` list) and waits until
-    /// its port accepts connections (the caller checks the port was free). `taskset` execs the server, so the
-    /// child's PID is the server's own.
-    pub fn start(spec: &ServerSpec, addr: SocketAddr, cpu: &str, log: &Path) -> Result<Self, String> {
+    /// Starts `argv` (with `env` added) pinned to `cpu` (a `taskset -c`
+    /// list) and waits until `addr` accepts connections (the caller checks
+    /// the port was free). `taskset` execs the server, so the child's PID is
+    /// the server's own. `name` labels errors.
+    pub fn start(
+        name: &str,
+        argv: &[String],
+        env: &[(String, String)],
+        addr: SocketAddr,
+        cpu: &str,
+        log: &Path,
+    ) -> Result<Self, String> {
         let out = File::create(log).map_err(|e| format!("cannot create log {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| format!("cannot share log {}: {e}", log.display()))?;
         let child = Command::new("taskset")
             .arg("-c")
             .arg(cpu)
-            .args(spec.run_argv())
-            .envs(spec.run_env())
+            .args(argv)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|e| format!("cannot start `{}` via taskset: {e}", spec.run_argv().join(" ")))?;
+            .map_err(|e| format!("cannot start `{}` via taskset: {e}", argv.join(" ")))?;
         let mut server = RunningServer { child, log: log.to_path_buf() };
-        server.wait_ready(spec, addr)?;
+        server.wait_ready(name, addr)?;
         Ok(server)
     }
 
-    fn wait_ready(&mut self, spec: &ServerSpec, addr: SocketAddr) -> Result<(), String> {
+    fn wait_ready(&mut self, name: &str, addr: SocketAddr) -> Result<(), String> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!(
                     "`{}` exited ({status}) before opening port {}{}",
-                    spec.name,
-                    spec.port,
+                    name,
+                    addr.port(),
                     self.log_tail()
                 ));
             }
@@ -90,7 +91,7 @@ impl RunningServer {
             if Instant::now() >= deadline {
                 return Err(format!(
                     "`{}` did not accept connections on {addr} within {} s{}",
-                    spec.name,
+                    name,
                     READY_TIMEOUT.as_secs(),
                     self.log_tail()
                 ));
@@ -181,24 +182,4 @@ impl Drop for RunningServer {
             eprintln!("warning: could not stop server PID {}: {e}", self.child.id());
         }
     }
-}
-
-/// Raises this process's soft open-files limit to its hard one and returns
-/// the soft limit now in force. wrk and servers started from here inherit
-/// it: sockets beyond the common default of 1,024 need it.
-pub fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit read or fill the one valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit.rlim_cur = limit.rlim_max;
-            }
-        }
-    }
-    limit.rlim_cur
 }

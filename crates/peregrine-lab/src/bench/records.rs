@@ -1,12 +1,14 @@
-//! The bench's records and arithmetic: one record per run, and the summary
-//! per (test, level, server) over rounds (median, min–max, ratio to the
-//! baseline at the same test and level).
+//! The bench's records: one record per run, and the summary per (test,
+//! level, server) over rounds (median, min–max, ratio to the baseline at the
+//! same test and level). The arithmetic itself (medians, spreads, ratios)
+//! is the rig's, shared with `stress`.
 //!
 //! Only clean runs (completed, no error responses, no socket errors) enter
 //! medians; runs with errors are counted and listed, never averaged in.
 
 use super::levels::Level;
-use super::wrk::WrkReport;
+use crate::rig::stats::{median, per_cpu_second, ratio, spread, Spread};
+use crate::rig::wrk::WrkReport;
 use serde::{Deserialize, Serialize};
 
 /// What one measured run produced.
@@ -31,12 +33,6 @@ impl Measurement {
             peak_rss_kib: rss,
         }
     }
-}
-
-/// Requests per CPU-second, or `None` when no CPU time was recorded (which
-/// would make the ratio meaningless rather than infinite).
-pub fn per_cpu_second(requests: u64, cpu_seconds: f64) -> Option<f64> {
-    (cpu_seconds > 0.0).then(|| requests as f64 / cpu_seconds)
 }
 
 /// One (test, level, server, round) run: a measurement, or why there is none.
@@ -74,42 +70,6 @@ impl RunRecord {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
-}
-
-/// Median and range of a set of values.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-/// The median (mean of the middle two for an even count), or `None` if empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
-    }
-}
-
-pub fn spread(values: &[f64]) -> Option<Spread> {
-    Some(Spread {
-        median: median(values)?,
-        min: values.iter().copied().reduce(f64::min)?,
-        max: values.iter().copied().reduce(f64::max)?,
-    })
-}
-
-/// `value / baseline`, if both exist and the baseline is not zero.
-pub fn ratio(value: Option<f64>, baseline: Option<f64>) -> Option<f64> {
-    match (value, baseline) {
-        (Some(v), Some(b)) if b > 0.0 => Some(v / b),
-        _ => None,
-    }
 }
 
 /// One server's result on one test at one level, over all its rounds.
@@ -217,7 +177,7 @@ pub fn add_ratios(summaries: &mut [Summary], baseline: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::wrk::SocketErrors;
+    use crate::rig::wrk::SocketErrors;
 
     const LEVEL: Level = Level { connections: 256, count: None, pipeline: 16 };
 
@@ -242,24 +202,11 @@ mod tests {
     }
 
     #[test]
-    fn medians_and_spreads() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        let s = spread(&[5.0, 1.0, 3.0]).expect("non-empty");
-        assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 5.0));
-        assert_eq!(ratio(Some(1.0), Some(4.0)), Some(0.25));
-        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
-        assert_eq!(ratio(None, Some(1.0)), None);
-    }
-
-    #[test]
     fn cpu_seconds_from_ticks() {
         // 150 ticks at 100 Hz = 1.5 CPU-seconds.
         let m = run("a", 1, 1.0, 300, 150, 0).measurement.expect("measured");
         assert_eq!(m.cpu_seconds, 1.5);
         assert_eq!(m.requests_per_cpu_second, Some(200.0));
-        assert_eq!(per_cpu_second(10, 0.0), None);
     }
 
     #[test]

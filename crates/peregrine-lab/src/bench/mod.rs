@@ -11,42 +11,41 @@
 //!
 //! - `config`: the servers file;
 //! - `levels`: which connection counts and query counts each test runs at;
-//! - `server`: starting, probing and stopping server processes;
-//! - `wrk`: wrk command lines and output parsing;
-//! - `procfs`: CPU time and peak RSS from `/proc`;
-//! - `stats`: run records, medians, spreads and ratios;
+//! - `load`: the wrk run TechEmpower's harness would make for a test;
+//! - `records`: run records and per-level summaries over rounds;
 //! - `composite`: the TFB-style weighted score;
 //! - `chart`: one SVG chart per test;
 //! - `progress`: the status line while running;
 //! - `report`: result lines, the Markdown report and the JSON document.
+//!
+//! Starting and stopping servers, running wrk, reading `/proc`, raising the
+//! open-files limit and the statistics come from [`crate::rig`], shared with
+//! `stress` and `verify`.
 //!
 //! `--report-from FILE` skips running: it reads a results file back and
 //! writes its report and charts again.
 
 mod chart;
 mod composite;
-pub(crate) mod config;
+mod config;
 mod levels;
-pub(crate) mod procfs;
+mod load;
 mod progress;
+mod records;
 mod report;
-pub(crate) mod server;
-pub(crate) mod stats;
-pub(crate) mod wrk;
 
-pub(crate) use report::count;
-
+use crate::rig::server::{self, RunningServer};
+use crate::rig::{fdlimit, procfs, wrk};
 use config::ServerSpec;
 use levels::{Level, LevelOptions, TestLevels};
+use load::WrkRun;
 use progress::{Progress, Step};
+use records::{Measurement, RunRecord, Summary};
 use report::{Results, Settings};
-use server::RunningServer;
-use stats::{Measurement, RunRecord, Summary};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use wrk::WrkRun;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -239,12 +238,12 @@ fn summarize_all(plan: &Plan, runs: &[RunRecord]) -> Vec<Summary> {
                     .filter(|r| r.test == t.test && r.level == *level && r.server == spec.name)
                     .collect();
                 if !mine.is_empty() {
-                    summaries.push(stats::summarize(&t.test, *level, &spec.name, &mine));
+                    summaries.push(records::summarize(&t.test, *level, &spec.name, &mine));
                 }
             }
         }
     }
-    stats::add_ratios(&mut summaries, &plan.settings.baseline);
+    records::add_ratios(&mut summaries, &plan.settings.baseline);
     summaries
 }
 
@@ -347,7 +346,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
 /// needs more than the common default of 1024.
 fn raise_fd_limit(connections: u32) -> Result<(), String> {
     let needed = u64::from(connections) + 128;
-    let limit = server::raise_fd_limit();
+    let limit = fdlimit::raise();
     if limit < needed {
         return Err(format!(
             "{connections} connections need about {needed} open files, but the limit is {limit}; \
@@ -431,7 +430,7 @@ fn log_name(test: &str, level: &Level, server: &str, round: u32) -> String {
 /// Resolves the server's address and checks nothing listens there yet:
 /// something else on the port would silently be measured instead.
 fn port_free(spec: &ServerSpec, servers_file: &str) -> Result<SocketAddr, String> {
-    let addr = server::resolve(spec)?;
+    let addr = spec.resolve()?;
     if server::accepts(addr) {
         return Err(format!(
             "port {} is already in use before starting `{}`; stop whatever listens there \
@@ -453,7 +452,8 @@ fn measure_started(
 ) -> Result<Measurement, String> {
     let s = &plan.settings;
     let log = plan.logs.join(log_name(test, &level, &spec.name, round));
-    let mut srv = RunningServer::start(spec, addr, &s.server_cpu, &log)?;
+    let mut srv =
+        RunningServer::start(&spec.name, &spec.run_argv(), &spec.run_env(), addr, &s.server_cpu, &log)?;
 
     let pipelined = level.pipeline > 1;
     let mut load = WrkRun {

@@ -1,6 +1,8 @@
-//! Driving `wrk`: the command line for one load run, and parsing what wrk
-//! prints into numbers. Parsing is kept free of I/O so it is tested on canned
-//! wrk output.
+//! Driving `wrk` for every command that loads a server (`bench`, `stress`):
+//! the command line for one load run, running it, and parsing what wrk
+//! prints into numbers. Parsing is kept free of I/O so it is tested on
+//! canned wrk output. What to ask wrk for (TFB's headers, a stress
+//! scenario's script) is the caller's.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -142,63 +144,65 @@ fn parse_duration_secs(text: &str) -> Option<f64> {
     Some(value * scale)
 }
 
-/// The `Accept` header TechEmpower's harness sends for each test type.
-fn accept_header(test: &str) -> &'static str {
-    match test {
-        "plaintext" => {
-            "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
-        }
-        "fortunes" => "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
-        _ => "application/json,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7",
-    }
-}
-
-/// Everything needed to run wrk once.
-#[derive(Debug, Clone)]
-pub struct WrkRun {
-    pub url: String,
-    pub test: String,
-    pub connections: u32,
-    pub duration_secs: u32,
+/// One wrk command line: `taskset -c CPU wrk -t1 -cN -dTs [--timeout=Ns]
+/// --latency [-H header]... [-s script] URL [-- script args]`. One wrk
+/// thread always: the client gets one core, like the server. `bench` and
+/// `stress` fill in what they need; the order of the words is fixed here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrkCommand {
     /// Run pinned to these CPUs (a `taskset -c` list).
     pub cpu: String,
-    /// `Some((script, depth))` sends depth-`depth` pipelined requests.
-    pub pipeline: Option<(PathBuf, u32)>,
+    pub connections: u32,
+    pub seconds: u32,
+    /// Requests slower than this count as timeout errors (wrk's default
+    /// when `None`).
+    pub timeout_secs: Option<u32>,
+    /// Extra request headers, `Name: value`.
+    pub headers: Vec<String>,
+    /// A Lua script, and the arguments passed to it after `--`.
+    pub script: Option<(PathBuf, Vec<String>)>,
+    pub url: String,
 }
 
-impl WrkRun {
-    /// The argv: `taskset -c CPU wrk -t1 -cN -dTs --latency -H ... URL`.
+impl WrkCommand {
     pub fn argv(&self) -> Vec<String> {
         let mut argv: Vec<String> = vec![
             "taskset".into(),
             "-c".into(),
             self.cpu.clone(),
             "wrk".into(),
-            // One wrk thread: the client gets one core, like the server.
             "-t1".into(),
             format!("-c{}", self.connections),
-            format!("-d{}s", self.duration_secs),
-            "--latency".into(),
-            "-H".into(),
-            format!("Accept: {}", accept_header(&self.test)),
-            "-H".into(),
-            "Connection: keep-alive".into(),
+            format!("-d{}s", self.seconds),
         ];
-        if let Some((script, _)) = &self.pipeline {
+        if let Some(t) = self.timeout_secs {
+            argv.push(format!("--timeout={t}s"));
+        }
+        argv.push("--latency".into());
+        for h in &self.headers {
+            argv.push("-H".into());
+            argv.push(h.clone());
+        }
+        if let Some((script, _)) = &self.script {
             argv.push("-s".into());
             argv.push(script.display().to_string());
         }
         argv.push(self.url.clone());
-        if let Some((_, depth)) = &self.pipeline {
+        if let Some((_, args)) = &self.script {
             argv.push("--".into());
-            argv.push(depth.to_string());
+            argv.extend(args.iter().cloned());
         }
         argv
     }
 
+    /// Starts wrk in the background.
+    pub fn spawn(&self) -> Result<RunningWrk, String> {
+        spawn(self.argv())
+    }
+
     /// Runs wrk to completion and parses its report.
     pub fn run(&self) -> Result<WrkReport, String> {
-        spawn(self.argv())?.finish()
+        self.spawn()?.finish()
     }
 }
 
@@ -327,17 +331,21 @@ Transfer/sec:     20.48KB
     }
 
     #[test]
-    fn builds_pipelined_argv() {
-        let run = WrkRun {
-            url: "http://127.0.0.1:1/plaintext".into(),
-            test: "plaintext".into(),
-            connections: 256,
-            duration_secs: 5,
+    fn argv_words_in_order() {
+        let mut cmd = WrkCommand {
             cpu: "1".into(),
-            pipeline: Some(("lab/wrk/pipeline.lua".into(), 16)),
+            connections: 10,
+            seconds: 3,
+            url: "http://127.0.0.1:1/x".into(),
+            ..WrkCommand::default()
         };
-        let argv = run.argv().join(" ");
-        assert!(argv.starts_with("taskset -c 1 wrk -t1 -c256 -d5s --latency -H Accept: text/plain"));
-        assert!(argv.ends_with("-s lab/wrk/pipeline.lua http://127.0.0.1:1/plaintext -- 16"));
+        assert_eq!(cmd.argv().join(" "), "taskset -c 1 wrk -t1 -c10 -d3s --latency http://127.0.0.1:1/x");
+        cmd.timeout_secs = Some(5);
+        cmd.headers = vec!["A: b".into()];
+        cmd.script = Some(("s.lua".into(), vec!["x".into()]));
+        assert_eq!(
+            cmd.argv().join(" "),
+            "taskset -c 1 wrk -t1 -c10 -d3s --timeout=5s --latency -H A: b -s s.lua http://127.0.0.1:1/x -- x"
+        );
     }
 }

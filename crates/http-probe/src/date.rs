@@ -1,4 +1,6 @@
 //! IMF-fixdate (RFC 9110 §5.6.7), the only `Date` format a server may send.
+//! One definition for every client that judges a `Date` header: the lab's
+//! verifier and the library's integration tests.
 //!
 //! Validation is strict on purpose: fixed width, English names, `GMT`, a
 //! real calendar date, and a day name that matches it. A server that caches
@@ -58,8 +60,7 @@ pub fn parse_imf_fixdate(s: &str) -> Result<i64, String> {
     Ok(days * 86_400 + i64::from(hour * 3600 + minute * 60 + second))
 }
 
-/// Formats Unix seconds as IMF-fixdate (used by tests and the test server).
-#[cfg(test)]
+/// Formats Unix seconds as IMF-fixdate (for test servers and messages).
 pub fn format_imf_fixdate(unix: i64) -> String {
     let days = unix.div_euclid(86_400);
     let secs = unix.rem_euclid(86_400);
@@ -107,7 +108,6 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// Inverse of [`days_from_civil`].
-#[cfg(test)]
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

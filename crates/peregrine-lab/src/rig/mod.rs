@@ -1,0 +1,22 @@
+//! The lab's shared rig: everything `bench`, `stress` and `verify` use to
+//! stand a server up and measure it, so no command reaches into another.
+//!
+//! - `server`: starting a server process pinned to a CPU, waiting for its
+//!   port, stopping it (and building it first);
+//! - `wrk`: the wrk command line, running it, parsing its report;
+//! - `procfs`: CPU time, memory and open files of a process from `/proc`;
+//! - `stats`: medians, spreads, ratios and percentiles;
+//! - `fdlimit`: raising the open-files limit before opening many sockets;
+//! - `cpu`: pinning the lab's own client threads;
+//! - `client`: the blocking raw-TCP HTTP/1.1 client (the verifier's, and
+//!   the probe stress scenarios send while a server is under load).
+//!
+//! The rig depends on no command module; commands depend on it.
+
+pub mod client;
+pub mod cpu;
+pub mod fdlimit;
+pub mod procfs;
+pub mod server;
+pub mod stats;
+pub mod wrk;
