@@ -481,7 +481,7 @@ impl From<tokio_postgres::Error> for Error {
             return Error::Unavailable;
         }
         if let Some(db) = e.as_db_error() {
-            return wire::error_for_sqlstate(db.code().code(), db.to_string());
+            return wire::error::error_for_sqlstate(db.code().code(), db.to_string());
         }
         let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
         if io {

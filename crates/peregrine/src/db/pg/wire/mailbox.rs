@@ -1,0 +1,346 @@
+//! The callers' side of a connection: what a query call writes and where
+//! its answer arrives.
+//!
+//! Callers ([`Connection::start`]) encode `Bind`+`Execute` straight into the
+//! connection's output buffer, note what answer they expect in the response
+//! queue, and wake the driver. The driver runs after the current tasks have
+//! yielded, so everything queued meanwhile (all reads of one request, and
+//! those of every other request handled in the same tick) goes out with one
+//! `Sync` and one `write`. Each statement stays its own statement (the
+//! server plans, executes and counts it separately); only the transaction
+//! and the round trip are shared.
+//!
+//! This module owns that hand-off: the output buffer and its pending
+//! `Sync`, the response queue of [`Entry`]s (one per expected answer, in the
+//! order the server sends them), and the slab of [`Slot`]s through which the
+//! driver ([`super::driver`]) hands each caller its result and wakes it. It
+//! never touches the socket.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use postgres_protocol::message::frontend;
+use postgres_types::{IsNull, ToSql, Type};
+use slab::Slab;
+
+use super::READ_CHUNK;
+use crate::db::pg::row::Row;
+use crate::db::Error;
+
+/// Query parameters: anything `postgres-types` can encode.
+pub type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// Rows of a simple-protocol query: per row, per column, the value as text
+/// (`None` for NULL).
+pub type TextRows = Vec<Vec<Option<String>>>;
+
+/// A statement prepared on one connection.
+pub(super) struct Prepared {
+    /// Server-side name (`s0`, `s1`, ... in registration order).
+    pub name: String,
+    pub params: Vec<Type>,
+    /// Shared by every row the statement returns.
+    pub columns: Rc<[Type]>,
+    pub write: bool,
+}
+
+/// What a caller gets back.
+#[derive(Default)]
+pub(crate) struct Outcome {
+    /// The first row, kept out of `rest` so single-row reads allocate no
+    /// vector.
+    pub first: Option<Row>,
+    pub rest: Vec<Row>,
+    /// Rows of a simple-protocol query.
+    pub text: TextRows,
+    /// Rows affected, from the command tag.
+    pub affected: u64,
+}
+
+impl Outcome {
+    pub(super) fn push(&mut self, row: Row) {
+        if self.first.is_none() {
+            self.first = Some(row);
+        } else {
+            self.rest.push(row);
+        }
+    }
+
+    /// All rows, in order.
+    pub fn into_rows(self) -> Vec<Row> {
+        match self.first {
+            None => Vec::new(),
+            Some(first) => {
+                let mut rows = Vec::with_capacity(1 + self.rest.len());
+                rows.push(first);
+                rows.extend(self.rest);
+                rows
+            }
+        }
+    }
+}
+
+/// A caller's place to receive its answer.
+enum Slot {
+    /// The driver still owes an answer.
+    Waiting(Option<Waker>),
+    /// Answered; the caller has not picked it up yet.
+    Ready(Result<Outcome, Error>),
+    /// The caller went away; the driver frees the slot when it is done.
+    Abandoned,
+}
+
+/// One expected answer, in the order the server sends them.
+pub(super) struct Entry {
+    pub kind: EntryKind,
+    /// `None` once the caller has been answered (timeout) or for a `Sync`.
+    pub slot: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum EntryKind {
+    /// `Bind`+`Execute` of prepared statement `stmt`.
+    Statement { stmt: usize, write: bool },
+    /// A `Sync`; its `ReadyForQuery` ends one implicit transaction.
+    Sync,
+    /// A simple-protocol `Query`, which ends with its own `ReadyForQuery`.
+    Simple,
+}
+
+/// State shared by the connection's handle(s) and its driver.
+pub(super) struct State {
+    pub statements: Vec<Prepared>,
+    /// Messages queued by callers since the driver last took them.
+    pub out: RefCell<BytesMut>,
+    /// Whether `out` holds statements not yet followed by a `Sync`.
+    pub unsynced: Cell<bool>,
+    /// Expected answers; callers push, the driver pops.
+    pub queue: RefCell<VecDeque<Entry>>,
+    slots: RefCell<Slab<Slot>>,
+    /// The driver's waker, taken by the first caller that queues work.
+    pub driver: RefCell<Option<Waker>>,
+    pub closed: Cell<bool>,
+    /// The handle is gone: the driver says goodbye and ends.
+    pub released: Cell<bool>,
+    pub timeout: Duration,
+}
+
+impl State {
+    pub(super) fn new(statements: Vec<Prepared>, timeout: Duration) -> State {
+        State {
+            statements,
+            out: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+            unsynced: Cell::new(false),
+            queue: RefCell::new(VecDeque::with_capacity(256)),
+            slots: RefCell::new(Slab::with_capacity(256)),
+            driver: RefCell::new(None),
+            closed: Cell::new(false),
+            released: Cell::new(false),
+            timeout,
+        }
+    }
+
+    pub(super) fn wake_driver(&self) {
+        if let Some(waker) = self.driver.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// Hands `result` to the caller behind `key`.
+    pub(super) fn resolve(&self, key: usize, result: Result<Outcome, Error>) {
+        let mut slots = self.slots.borrow_mut();
+        let Some(slot) = slots.get_mut(key) else { return };
+        match std::mem::replace(slot, Slot::Ready(result)) {
+            Slot::Waiting(waker) => {
+                drop(slots);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
+            Slot::Abandoned | Slot::Ready(_) => {
+                slots.remove(key);
+            }
+        }
+    }
+
+    fn new_slot(&self) -> usize {
+        self.slots.borrow_mut().insert(Slot::Waiting(None))
+    }
+
+    /// Adds a `Sync` to `out` if statements are waiting for one.
+    pub(super) fn sync_pending(&self, out: &mut BytesMut, queue: &mut VecDeque<Entry>) {
+        if self.unsynced.replace(false) {
+            frontend::sync(out);
+            queue.push_back(Entry { kind: EntryKind::Sync, slot: None });
+        }
+    }
+}
+
+/// The caller's side of one live connection. Dropping it ends the driver.
+pub struct Connection {
+    state: Rc<State>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.state.released.set(true);
+        self.state.wake_driver();
+    }
+}
+
+impl Connection {
+    pub(super) fn new(state: Rc<State>) -> Connection {
+        Connection { state }
+    }
+
+    /// Whether the connection has been lost; calls on it fail at once.
+    pub fn is_closed(&self) -> bool {
+        self.state.closed.get()
+    }
+
+    /// Number of prepared statements.
+    pub fn statements(&self) -> usize {
+        self.state.statements.len()
+    }
+
+    /// Queues prepared statement `stmt` with `params` and returns the
+    /// future answer. Nothing is awaited here: the statement joins the batch
+    /// the driver sends when the current task yields.
+    pub(crate) fn start(&self, stmt: usize, params: &Params<'_>) -> Result<Call<'_>, Error> {
+        let state = &*self.state;
+        if state.closed.get() {
+            return Err(Error::Unavailable);
+        }
+        let prepared = state
+            .statements
+            .get(stmt)
+            .ok_or_else(|| Error::Config(format!("statement #{stmt} was not registered with this pool")))?;
+        if params.len() != prepared.params.len() {
+            return Err(Error::Query(format!(
+                "statement #{stmt} takes {} parameters, got {}",
+                prepared.params.len(),
+                params.len()
+            )));
+        }
+        let mut out = state.out.borrow_mut();
+        let mut queue = state.queue.borrow_mut();
+        if prepared.write {
+            // A write gets an implicit transaction of its own.
+            state.sync_pending(&mut out, &mut queue);
+        }
+        let mark = out.len();
+        let bound = frontend::bind(
+            "",
+            &prepared.name,
+            Some(1),
+            params.iter().zip(&prepared.params),
+            |(param, ty), buf| match param.to_sql_checked(ty, buf)? {
+                IsNull::No => Ok(postgres_protocol::IsNull::No),
+                IsNull::Yes => Ok(postgres_protocol::IsNull::Yes),
+            },
+            Some(1),
+            &mut out,
+        );
+        if let Err(e) = bound {
+            out.truncate(mark);
+            let why = match e {
+                frontend::BindError::Conversion(e) => e.to_string(),
+                frontend::BindError::Serialization(e) => e.to_string(),
+            };
+            return Err(Error::Query(format!("encoding parameters of statement #{stmt}: {why}")));
+        }
+        frontend::execute("", 0, &mut out).map_err(|e| Error::Query(e.to_string()))?;
+        let slot = state.new_slot();
+        queue.push_back(Entry {
+            kind: EntryKind::Statement { stmt, write: prepared.write },
+            slot: Some(slot),
+        });
+        state.unsynced.set(true);
+        if prepared.write {
+            state.sync_pending(&mut out, &mut queue);
+        }
+        drop((out, queue));
+        state.wake_driver();
+        Ok(Call { state, key: slot, done: false })
+    }
+
+    /// Queues a simple-protocol query (a `;`-separated script, no
+    /// parameters, text results) and returns the future answer.
+    pub(crate) fn start_simple(&self, sql: &str) -> Result<Call<'_>, Error> {
+        let state = &*self.state;
+        if state.closed.get() {
+            return Err(Error::Unavailable);
+        }
+        let mut out = state.out.borrow_mut();
+        let mut queue = state.queue.borrow_mut();
+        // Its own transaction, not the open batch's.
+        state.sync_pending(&mut out, &mut queue);
+        frontend::query(sql, &mut out).map_err(|e| Error::Query(format!("invalid SQL text: {e}")))?;
+        let slot = state.new_slot();
+        queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot) });
+        drop((out, queue));
+        state.wake_driver();
+        Ok(Call { state, key: slot, done: false })
+    }
+}
+
+/// The answer to one queued statement. Dropping it early is fine: the
+/// driver still reads the answer and throws it away.
+pub(crate) struct Call<'a> {
+    state: &'a State,
+    key: usize,
+    done: bool,
+}
+
+impl Future for Call<'_> {
+    type Output = Result<Outcome, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slots = self.state.slots.borrow_mut();
+        match slots.get_mut(self.key) {
+            Some(Slot::Waiting(waker)) => {
+                match waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            Some(Slot::Ready(_)) => {
+                let result = match slots.remove(self.key) {
+                    Slot::Ready(result) => result,
+                    Slot::Waiting(_) | Slot::Abandoned => Err(Error::Unavailable),
+                };
+                drop(slots);
+                self.done = true;
+                Poll::Ready(result)
+            }
+            Some(Slot::Abandoned) | None => {
+                drop(slots);
+                self.done = true;
+                Poll::Ready(Err(Error::Unavailable))
+            }
+        }
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut slots = self.state.slots.borrow_mut();
+        match slots.get_mut(self.key) {
+            Some(slot @ Slot::Waiting(_)) => *slot = Slot::Abandoned,
+            Some(Slot::Ready(_)) => {
+                slots.remove(self.key);
+            }
+            Some(Slot::Abandoned) | None => {}
+        }
+    }
+}
