@@ -521,7 +521,7 @@ async fn pg_count(conn: &PgConn, table: &str) -> Result<i64, Error> {
         .and_then(|row| row.first())
         .and_then(|value| value.as_deref())
         .and_then(|text| text.parse().ok())
-        .ok_or_else(|| Error::Query(format!("unexpected answer to counting {table}")))
+        .ok_or_else(|| Error::query(format!("unexpected answer to counting {table}")))
 }
 
 /// A PostgreSQL array literal body: `{1,2,3}`.

@@ -10,7 +10,7 @@
 //! restart, `pg_terminate_backend`, network loss) the slot is emptied and the
 //! task reconnects, backing off exponentially while the server stays away.
 //! [`PgPool::new`] therefore never waits for or fails on the database: calls
-//! made while no slot is up fail at once with [`Error::Unavailable`], so a
+//! made while no slot is up fail at once with [`ErrorKind::Unavailable`], so a
 //! request is answered with a 503 instead of queueing behind a dead server.
 //!
 //! # Batching
@@ -51,13 +51,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::{with_timeout, Error, DEFAULT_TIMEOUT};
+use super::{with_timeout, Error, ErrorKind, DEFAULT_TIMEOUT};
 
 pub mod row;
 pub mod wire;
 
 pub use row::Row;
-pub use wire::{Params, TextRows};
+pub use wire::{Params, ServerError, TextRows};
 
 /// Parameter and column types (`ToSql`, `FromSql`, `Type`), re-exported so
 /// applications use the same version as the pool.
@@ -197,7 +197,7 @@ pub struct PgConn {
 /// Startup parameters and hosts from a parsed URL.
 fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire::ConnectParams, Error> {
     use tokio_postgres::config::Host;
-    let user = pg.get_user().ok_or_else(|| Error::Config("the PostgreSQL URL names no user".into()))?;
+    let user = pg.get_user().ok_or_else(|| Error::config("the PostgreSQL URL names no user"))?;
     let ports = pg.get_ports();
     let mut hosts = Vec::new();
     for (i, host) in pg.get_hosts().iter().enumerate() {
@@ -205,7 +205,7 @@ fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire
         match host {
             Host::Tcp(name) => hosts.push((name.clone(), port)),
             #[allow(unreachable_patterns)]
-            _ => return Err(Error::Config("only TCP hosts are supported, not Unix sockets".into())),
+            _ => return Err(Error::config("only TCP hosts are supported, not Unix sockets")),
         }
     }
     if hosts.is_empty() {
@@ -245,10 +245,10 @@ impl PgPool {
     /// `spawn_local` otherwise), which is where peregrine runs workers.
     pub fn new(config: PgConfig) -> Result<PgPool, Error> {
         if config.connections == 0 {
-            return Err(Error::Config("a pool needs at least one connection".into()));
+            return Err(Error::config("a pool needs at least one connection"));
         }
         let pg = tokio_postgres::Config::from_str(&config.url)
-            .map_err(|e| Error::Config(format!("invalid PostgreSQL URL: {e}")))?;
+            .map_err(|e| Error::config(format!("invalid PostgreSQL URL: {e}")).with_source(e))?;
         let params = connect_params(&pg, config.timeout)?;
 
         let up = Rc::new(Notify::new());
@@ -282,7 +282,7 @@ impl PgPool {
 
     /// The least busy live connection (fewest outstanding handles; ties go
     /// round-robin). Never waits: with no live connection it returns
-    /// [`Error::Unavailable`] at once.
+    /// [`ErrorKind::Unavailable`] at once.
     pub fn get(&self) -> Result<PgConn, Error> {
         let slots = &self.shared.slots;
         let start = self.shared.next.get();
@@ -306,17 +306,17 @@ impl PgPool {
                 _ => best = Some((load, conn.clone())),
             }
         }
-        best.map(|(_, conn)| self.conn(conn)).ok_or(Error::Unavailable)
+        best.map(|(_, conn)| self.conn(conn)).ok_or_else(Error::unavailable)
     }
 
     /// [`PgPool::get`] for request handlers. While the pool has never had a
     /// connection (the server just started), waits for the first one, at
     /// most the call timeout, so requests arriving during start-up are not
     /// refused; once it has been up, an outage fails fast with
-    /// [`Error::Unavailable`] (a `503`) instead of making every request wait.
+    /// [`ErrorKind::Unavailable`] (a `503`) instead of making every request wait.
     pub async fn get_or_wait(&self) -> Result<PgConn, Error> {
         match self.get() {
-            Err(Error::Unavailable) if !self.shared.ever_up.get() => {
+            Err(e) if e.kind() == ErrorKind::Unavailable && !self.shared.ever_up.get() => {
                 self.ready(self.shared.timeout).await?;
                 self.get()
             }
@@ -357,7 +357,7 @@ impl PgPool {
     }
 
     /// Waits until at least one connection is up, for at most `within`;
-    /// returns [`Error::Unavailable`] if none came up. Meant for startup
+    /// returns [`ErrorKind::Unavailable`] if none came up. Meant for startup
     /// (schema checks before serving), not for the request path.
     pub async fn ready(&self, within: Duration) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + within;
@@ -369,7 +369,7 @@ impl PgPool {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, up).await.is_err() {
-                return Err(Error::Unavailable);
+                return Err(Error::unavailable());
             }
         }
     }
@@ -418,7 +418,7 @@ impl PgConn {
     }
 
     /// Whether this connection has been lost (calls on it fail with
-    /// [`Error::Unavailable`]; get another from the pool).
+    /// [`ErrorKind::Unavailable`]; get another from the pool).
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
     }
@@ -432,8 +432,8 @@ impl PgConn {
         let outcome = self.run(id, params).await?;
         match (outcome.first, outcome.rest.len()) {
             (Some(row), 0) => Ok(row),
-            (None, _) => Err(Error::Query("query returned no row, expected one".into())),
-            (Some(_), more) => Err(Error::Query(format!("query returned {} rows, expected one", more + 1))),
+            (None, _) => Err(Error::query("query returned no row, expected one")),
+            (Some(_), more) => Err(Error::query(format!("query returned {} rows, expected one", more + 1))),
         }
     }
 
@@ -442,7 +442,7 @@ impl PgConn {
         let outcome = self.run(id, params).await?;
         match outcome.rest.len() {
             0 => Ok(outcome.first),
-            more => Err(Error::Query(format!("query returned {} rows, expected at most one", more + 1))),
+            more => Err(Error::query(format!("query returned {} rows, expected at most one", more + 1))),
         }
     }
 
@@ -473,24 +473,6 @@ impl PgConn {
     }
 }
 
-impl From<tokio_postgres::Error> for Error {
-    /// For applications that also run their own tokio-postgres client:
-    /// the same grouping the pool uses for its own errors.
-    fn from(e: tokio_postgres::Error) -> Self {
-        if e.is_closed() {
-            return Error::Unavailable;
-        }
-        if let Some(db) = e.as_db_error() {
-            return wire::error::error_for_sqlstate(db.code().code(), db.to_string());
-        }
-        let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
-        if io {
-            return Error::Unavailable;
-        }
-        Error::Query(e.to_string())
-    }
-}
-
 /// Keeps slot `index` connected for as long as the pool exists.
 async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wake: Rc<Notify>) {
     let mut backoff = connector.backoff_min;
@@ -517,7 +499,7 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
                 let Some(shared) = pool.upgrade() else { return };
                 *shared.slots[index].borrow_mut() = None;
                 drop(shared);
-                match outcome {
+                match &outcome {
                     Ok(()) => tracing::warn!(slot = index, "PostgreSQL connection closed"),
                     Err(e) => tracing::warn!(slot = index, error = %e, "PostgreSQL connection lost"),
                 }
@@ -527,10 +509,15 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
                 }
                 // A connection that dies right after connecting is a failure
                 // too; back off instead of hammering the server.
-                "connection dropped right after connecting".to_string()
+                match outcome {
+                    Ok(()) => Error::unavailable().context("connection dropped right after connecting"),
+                    Err(e) => e.context("connection dropped right after connecting"),
+                }
             }
             Ok(Err(e)) => e,
-            Err(_) => format!("no connection within {:?}", connector.connect_timeout),
+            Err(_) => {
+                Error::timeout().context(format_args!("no connection within {:?}", connector.connect_timeout))
+            }
         };
         failures += 1;
         // The first failure is news; repeats while the server stays down
@@ -552,7 +539,7 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
 
 /// Connects and prepares every statement; the returned driver must be
 /// polled for the connection to work and completes when it closes.
-async fn open(connector: &Connector) -> Result<(Rc<wire::Connection>, wire::Driver), String> {
+async fn open(connector: &Connector) -> Result<(Rc<wire::Connection>, wire::Driver), Error> {
     let (conn, driver) = wire::connect(&connector.params, &connector.statements, connector.timeout).await?;
     Ok((Rc::new(conn), driver))
 }
@@ -595,9 +582,9 @@ mod tests {
         local
             .run_until(async {
                 let zero = PgConfig { connections: 0, ..PgConfig::new("postgres://u:p@127.0.0.1:1/db") };
-                assert!(matches!(PgPool::new(zero), Err(Error::Config(_))));
+                assert_eq!(PgPool::new(zero).err().map(|e| e.kind()), Some(ErrorKind::Config));
                 let garbage = PgConfig::new("postgres://u:p@127.0.0.1:notaport/db");
-                assert!(matches!(PgPool::new(garbage), Err(Error::Config(_))));
+                assert_eq!(PgPool::new(garbage).err().map(|e| e.kind()), Some(ErrorKind::Config));
             })
             .await;
     }

@@ -19,7 +19,7 @@
 //! The driver, not the callers, enforces the call timeout: every batch gets
 //! a deadline when the driver takes it, one timer per connection covers the
 //! oldest batch, and callers still waiting at the deadline get
-//! [`Error::Timeout`]. Their entries stay in the response queue, so the late
+//! [`ErrorKind::Timeout`]. Their entries stay in the response queue, so the late
 //! answers are read and dropped in order. The server aborts the statement at
 //! the same moment through `statement_timeout` (set by the pool).
 
@@ -40,9 +40,11 @@ use tokio::time::{Instant, Sleep};
 
 use super::error::map_error;
 use super::mailbox::{Entry, EntryKind, Outcome, State};
-use super::READ_CHUNK;
+use super::{io_error, protocol_error, READ_CHUNK};
 use crate::db::pg::row::Row;
 use crate::db::Error;
+#[cfg(doc)]
+use crate::db::ErrorKind;
 
 /// Rows affected, from a command tag like `UPDATE 20` or `INSERT 0 1`.
 fn affected_rows(tag: &str) -> u64 {
@@ -81,7 +83,7 @@ pub(crate) struct Driver {
 }
 
 impl Future for Driver {
-    type Output = Result<(), String>;
+    type Output = Result<(), Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
@@ -90,12 +92,13 @@ impl Future for Driver {
             frontend::terminate(&mut bye);
             // Best effort: the server also notices the closed socket.
             let _ = Pin::new(&mut this.stream).poll_write(cx, &bye);
-            this.fail_all(Error::Unavailable);
+            this.fail_all(Error::unavailable().context("the pool dropped the connection"));
             return Poll::Ready(Ok(()));
         }
         let result = this.poll_io(cx);
-        if let Poll::Ready(Err(_)) = &result {
-            this.fail_all(Error::Unavailable);
+        if let Poll::Ready(Err(e)) = &result {
+            // Every caller still waiting learns why the connection is gone.
+            this.fail_all(e.clone());
         }
         result
     }
@@ -118,7 +121,7 @@ impl Driver {
         }
     }
 
-    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         // Callers only queue work while the driver is not running, so
         // storing the waker up front cannot miss a wake-up.
         let mut driver = self.state.driver.borrow_mut();
@@ -136,13 +139,15 @@ impl Driver {
                 self.rbuf.reserve(READ_CHUNK);
             }
             match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.rbuf) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err("server closed the connection".into())),
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(protocol_error("server closed the connection")))
+                }
                 Poll::Ready(Ok(_)) => {
                     if let Err(e) = self.dispatch() {
                         return Poll::Ready(Err(e));
                     }
                 }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(format!("reading from server: {e}"))),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(io_error("reading from server", e))),
                 Poll::Pending => break,
             }
         }
@@ -152,12 +157,12 @@ impl Driver {
 
     /// Writes as much of the write buffer as the socket takes; one `write`
     /// for a whole batch unless the socket buffer is full.
-    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), String> {
+    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), Error> {
         while !self.wbuf.is_empty() {
             match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf) {
-                Poll::Ready(Ok(0)) => return Err("server closed the connection".into()),
+                Poll::Ready(Ok(0)) => return Err(protocol_error("server closed the connection")),
                 Poll::Ready(Ok(n)) => bytes::Buf::advance(&mut self.wbuf, n),
-                Poll::Ready(Err(e)) => return Err(format!("writing to server: {e}")),
+                Poll::Ready(Err(e)) => return Err(io_error("writing to server", e)),
                 Poll::Pending => break,
             }
         }
@@ -215,7 +220,7 @@ impl Driver {
                 let late = (batch.end - self.popped) as usize;
                 for entry in queue.iter_mut().take(late) {
                     if let Some(key) = entry.slot.take() {
-                        self.state.resolve(key, Err(Error::Timeout));
+                        self.state.resolve(key, Err(Error::timeout()));
                     }
                 }
                 self.batches.pop_front();
@@ -240,9 +245,9 @@ impl Driver {
     }
 
     /// Handles every complete message in the read buffer.
-    fn dispatch(&mut self) -> Result<(), String> {
+    fn dispatch(&mut self) -> Result<(), Error> {
         while let Some(message) =
-            backend::Message::parse(&mut self.rbuf).map_err(|e| format!("bad message from server: {e}"))?
+            backend::Message::parse(&mut self.rbuf).map_err(|e| io_error("bad message from server", e))?
         {
             match message {
                 Message::DataRow(body) => match self.front() {
@@ -253,13 +258,13 @@ impl Driver {
                     Some(EntryKind::Simple) => {
                         let mut values = Vec::new();
                         let mut ranges = body.ranges();
-                        while let Some(range) = ranges.next().map_err(|e| format!("bad DataRow: {e}"))? {
+                        while let Some(range) = ranges.next().map_err(|e| io_error("bad DataRow", e))? {
                             values
                                 .push(range.map(|r| String::from_utf8_lossy(&body.buffer()[r]).into_owned()));
                         }
                         self.current.text.push(values);
                     }
-                    _ => return Err("a row arrived that nobody asked for".into()),
+                    _ => return Err(protocol_error("a row arrived that nobody asked for")),
                 },
                 Message::CommandComplete(body) => {
                     let affected = affected_rows(body.tag().unwrap_or_default());
@@ -293,9 +298,9 @@ impl Driver {
                 // callers; the slot reconnects.
                 Message::CopyInResponse(_) => {
                     if let Some(entry) = self.pop() {
-                        self.answer(entry, Err(Error::Query("COPY FROM STDIN is not supported".into())));
+                        self.answer(entry, Err(Error::query("COPY FROM STDIN is not supported")));
                     }
-                    return Err("COPY FROM STDIN is not supported; connection dropped".into());
+                    return Err(protocol_error("COPY FROM STDIN is not supported; connection dropped"));
                 }
                 // BindComplete, ParseComplete, notices, parameter changes,
                 // and the RowDescription of a simple query.
@@ -306,7 +311,7 @@ impl Driver {
     }
 
     /// A statement at the front of the queue finished.
-    fn complete(&mut self, affected: u64) -> Result<(), String> {
+    fn complete(&mut self, affected: u64) -> Result<(), Error> {
         match self.front() {
             Some(EntryKind::Statement { write: false, .. }) => {
                 let mut outcome = std::mem::take(&mut self.current);
@@ -322,18 +327,20 @@ impl Driver {
             }
             // One script can run several commands.
             Some(EntryKind::Simple) => self.current.affected += affected,
-            Some(EntryKind::Sync) | None => return Err("a result arrived that nobody asked for".into()),
+            Some(EntryKind::Sync) | None => {
+                return Err(protocol_error("a result arrived that nobody asked for"))
+            }
         }
         Ok(())
     }
 
     /// Ends one implicit transaction: answers whatever waited for it and
     /// pops entries up to and including its `Sync` (or script).
-    fn ready_for_query(&mut self) -> Result<(), String> {
+    fn ready_for_query(&mut self) -> Result<(), Error> {
         let error = self.tx_error.take();
         loop {
             let Some(entry) = self.pop() else {
-                return Err("ReadyForQuery that nobody asked for".into());
+                return Err(protocol_error("ReadyForQuery that nobody asked for"));
             };
             match entry.kind {
                 EntryKind::Sync => break,
@@ -348,7 +355,7 @@ impl Driver {
                         (Some(e), _) => Err(e.clone()),
                         // Skipped without an error: cannot happen with a
                         // well-behaved server.
-                        (None, _) => Err(Error::Query("statement got no answer".into())),
+                        (None, _) => Err(Error::query("statement got no answer")),
                     };
                     self.answer(entry, result);
                 }

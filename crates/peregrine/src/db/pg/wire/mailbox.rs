@@ -215,14 +215,14 @@ impl Connection {
     pub(crate) fn start(&self, stmt: usize, params: &Params<'_>) -> Result<Call<'_>, Error> {
         let state = &*self.state;
         if state.closed.get() {
-            return Err(Error::Unavailable);
+            return Err(Error::unavailable());
         }
         let prepared = state
             .statements
             .get(stmt)
-            .ok_or_else(|| Error::Config(format!("statement #{stmt} was not registered with this pool")))?;
+            .ok_or_else(|| Error::config(format!("statement #{stmt} was not registered with this pool")))?;
         if params.len() != prepared.params.len() {
-            return Err(Error::Query(format!(
+            return Err(Error::query(format!(
                 "statement #{stmt} takes {} parameters, got {}",
                 prepared.params.len(),
                 params.len()
@@ -249,13 +249,15 @@ impl Connection {
         );
         if let Err(e) = bound {
             out.truncate(mark);
-            let why = match e {
-                frontend::BindError::Conversion(e) => e.to_string(),
-                frontend::BindError::Serialization(e) => e.to_string(),
-            };
-            return Err(Error::Query(format!("encoding parameters of statement #{stmt}: {why}")));
+            let context = format!("encoding parameters of statement #{stmt}");
+            return Err(match e {
+                frontend::BindError::Conversion(e) => Error::query(format!("{context}: {e}")).with_source(e),
+                frontend::BindError::Serialization(e) => {
+                    Error::query(format!("{context}: {e}")).with_source(e)
+                }
+            });
         }
-        frontend::execute("", 0, &mut out).map_err(|e| Error::Query(e.to_string()))?;
+        frontend::execute("", 0, &mut out).map_err(|e| Error::query(e.to_string()).with_source(e))?;
         let slot = state.new_slot();
         queue.push_back(Entry {
             kind: EntryKind::Statement { stmt, write: prepared.write },
@@ -275,13 +277,14 @@ impl Connection {
     pub(crate) fn start_simple(&self, sql: &str) -> Result<Call<'_>, Error> {
         let state = &*self.state;
         if state.closed.get() {
-            return Err(Error::Unavailable);
+            return Err(Error::unavailable());
         }
         let mut out = state.out.borrow_mut();
         let mut queue = state.queue.borrow_mut();
         // Its own transaction, not the open batch's.
         state.sync_pending(&mut out, &mut queue);
-        frontend::query(sql, &mut out).map_err(|e| Error::Query(format!("invalid SQL text: {e}")))?;
+        frontend::query(sql, &mut out)
+            .map_err(|e| Error::query(format!("invalid SQL text: {e}")).with_source(e))?;
         let slot = state.new_slot();
         queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot) });
         drop((out, queue));
@@ -314,7 +317,7 @@ impl Future for Call<'_> {
             Some(Slot::Ready(_)) => {
                 let result = match slots.remove(self.key) {
                     Slot::Ready(result) => result,
-                    Slot::Waiting(_) | Slot::Abandoned => Err(Error::Unavailable),
+                    Slot::Waiting(_) | Slot::Abandoned => Err(Error::unavailable()),
                 };
                 drop(slots);
                 self.done = true;
@@ -323,7 +326,7 @@ impl Future for Call<'_> {
             Some(Slot::Abandoned) | None => {
                 drop(slots);
                 self.done = true;
-                Poll::Ready(Err(Error::Unavailable))
+                Poll::Ready(Err(Error::unavailable()))
             }
         }
     }

@@ -34,6 +34,7 @@ mod mailbox;
 mod startup;
 
 pub(crate) use driver::Driver;
+pub use error::ServerError;
 pub(crate) use mailbox::Outcome;
 pub use mailbox::{Connection, Params, TextRows};
 pub(crate) use startup::{connect, ConnectParams};
@@ -41,3 +42,17 @@ pub(crate) use startup::{connect, ConnectParams};
 /// Read and write buffer growth step; a batch of 20 single-row answers is
 /// ~1.5 KiB.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// The connection failed at the socket: [`ErrorKind::Unavailable`] with
+/// `context` and the `io::Error`'s text (for the log line) and the error
+/// itself as source.
+///
+/// [`ErrorKind::Unavailable`]: crate::db::ErrorKind::Unavailable
+fn io_error(context: impl std::fmt::Display, e: std::io::Error) -> crate::db::Error {
+    crate::db::Error::unavailable().context(format_args!("{context}: {e}")).with_source(e)
+}
+
+/// The server broke the protocol (or hung up): the connection is unusable.
+fn protocol_error(what: &'static str) -> crate::db::Error {
+    crate::db::Error::unavailable().context(what)
+}

@@ -5,8 +5,9 @@
 //! user: cleartext, md5 and SCRAM-SHA-256 (without channel binding), using
 //! the `postgres-protocol` crate's implementations. Everything here runs
 //! once per connection, before the connection is handed to the pool, so it
-//! is plain sequential async code; failures are returned as text for the
-//! slot task to log, since the pool retries with backoff regardless of why.
+//! is plain sequential async code. Failures are [`Error`]s that keep their
+//! cause (the `io::Error`, or the server's `ErrorResponse` with its
+//! SQLSTATE); the slot task logs them and retries with backoff.
 
 use std::io;
 use std::rc::Rc;
@@ -22,10 +23,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::driver::Driver;
-use super::error::error_text;
+use super::error::map_error;
 use super::mailbox::{Connection, Prepared, State};
 use super::READ_CHUNK;
+use super::{io_error, protocol_error};
 use crate::db::pg::StatementSpec;
+use crate::db::Error;
 
 /// Where and how to connect; derived from the pool's parsed URL.
 pub(crate) struct ConnectParams {
@@ -43,8 +46,8 @@ pub(crate) async fn connect(
     params: &ConnectParams,
     statements: &[StatementSpec],
     timeout: Duration,
-) -> Result<(Connection, Driver), String> {
-    let mut last = String::from("no host to connect to");
+) -> Result<(Connection, Driver), Error> {
+    let mut last = Error::config("no host to connect to");
     let mut stream = None;
     for (host, port) in &params.hosts {
         match TcpStream::connect((host.as_str(), *port)).await {
@@ -52,12 +55,12 @@ pub(crate) async fn connect(
                 stream = Some(s);
                 break;
             }
-            Err(e) => last = format!("connecting to {host}:{port}: {e}"),
+            Err(e) => last = io_error(format_args!("connecting to {host}:{port}"), e),
         }
     }
     let Some(mut stream) = stream else { return Err(last) };
     // Batches are written whole; never let Nagle hold one back.
-    stream.set_nodelay(true).map_err(|e| format!("setting TCP_NODELAY: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| io_error("setting TCP_NODELAY", e))?;
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     startup(&mut stream, &mut rbuf, params).await?;
     let prepared = prepare(&mut stream, &mut rbuf, statements).await?;
@@ -68,35 +71,40 @@ pub(crate) async fn connect(
 }
 
 /// Reads one backend message during startup.
-async fn read_message(stream: &mut TcpStream, rbuf: &mut BytesMut) -> Result<Message, String> {
+async fn read_message(stream: &mut TcpStream, rbuf: &mut BytesMut) -> Result<Message, Error> {
     loop {
-        if let Some(message) = Message::parse(rbuf).map_err(|e| format!("bad message from server: {e}"))? {
+        if let Some(message) = Message::parse(rbuf).map_err(|e| io_error("bad message from server", e))? {
             return Ok(message);
         }
         rbuf.reserve(READ_CHUNK);
-        let n = stream.read_buf(rbuf).await.map_err(|e| format!("reading from server: {e}"))?;
+        let n = stream.read_buf(rbuf).await.map_err(|e| io_error("reading from server", e))?;
         if n == 0 {
-            return Err("server closed the connection".into());
+            return Err(protocol_error("server closed the connection"));
         }
     }
 }
 
-async fn send(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), String> {
-    stream.write_all(buf).await.map_err(|e| format!("writing to server: {e}"))?;
+async fn send(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), Error> {
+    stream.write_all(buf).await.map_err(|e| io_error("writing to server", e))?;
     buf.clear();
     Ok(())
 }
 
 /// Startup message, authentication, and the wait for `ReadyForQuery`.
-async fn startup(stream: &mut TcpStream, rbuf: &mut BytesMut, params: &ConnectParams) -> Result<(), String> {
-    let io_err = |e: io::Error| format!("encoding startup message: {e}");
+async fn startup(stream: &mut TcpStream, rbuf: &mut BytesMut, params: &ConnectParams) -> Result<(), Error> {
+    let io_err = |e: io::Error| io_error("encoding startup message", e);
     let mut buf = BytesMut::new();
     let startup = std::iter::once(("user", params.user.as_str()))
         .chain(params.startup.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     frontend::startup_message(startup, &mut buf).map_err(io_err)?;
     send(stream, &mut buf).await?;
 
-    let password = || params.password.as_deref().ok_or_else(|| "the server wants a password".to_string());
+    let password = || {
+        params
+            .password
+            .as_deref()
+            .ok_or_else(|| Error::config("the server wants a password; the URL has none"))
+    };
     let mut scram: Option<sasl::ScramSha256> = None;
     loop {
         match read_message(stream, rbuf).await? {
@@ -113,11 +121,13 @@ async fn startup(stream: &mut TcpStream, rbuf: &mut BytesMut, params: &ConnectPa
             Message::AuthenticationSasl(body) => {
                 let mut mechanisms = body.mechanisms();
                 let mut scram_offered = false;
-                while let Some(mechanism) = mechanisms.next().map_err(|e| e.to_string())? {
+                while let Some(mechanism) =
+                    mechanisms.next().map_err(|e| io_error("bad SASL mechanism list", e))?
+                {
                     scram_offered |= mechanism == sasl::SCRAM_SHA_256;
                 }
                 if !scram_offered {
-                    return Err("the server offers no SASL mechanism we support".into());
+                    return Err(Error::config("the server offers no SASL mechanism we support"));
                 }
                 let state = sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
                 frontend::sasl_initial_response(sasl::SCRAM_SHA_256, state.message(), &mut buf)
@@ -126,24 +136,24 @@ async fn startup(stream: &mut TcpStream, rbuf: &mut BytesMut, params: &ConnectPa
                 scram = Some(state);
             }
             Message::AuthenticationSaslContinue(body) => {
-                let state = scram.as_mut().ok_or("unexpected SASL message")?;
-                state.update(body.data()).map_err(|e| format!("SCRAM: {e}"))?;
+                let state = scram.as_mut().ok_or_else(|| protocol_error("unexpected SASL message"))?;
+                state.update(body.data()).map_err(|e| io_error("SCRAM", e))?;
                 frontend::sasl_response(state.message(), &mut buf).map_err(io_err)?;
                 send(stream, &mut buf).await?;
             }
             Message::AuthenticationSaslFinal(body) => {
-                let state = scram.as_mut().ok_or("unexpected SASL message")?;
-                state.finish(body.data()).map_err(|e| format!("SCRAM: {e}"))?;
+                let state = scram.as_mut().ok_or_else(|| protocol_error("unexpected SASL message"))?;
+                state.finish(body.data()).map_err(|e| io_error("SCRAM", e))?;
             }
-            Message::ErrorResponse(body) => return Err(error_text(&body)),
+            Message::ErrorResponse(body) => return Err(map_error(&body)),
             Message::NoticeResponse(_) => {}
-            _ => return Err("unsupported authentication method (not password, md5 or SCRAM)".into()),
+            _ => return Err(Error::config("unsupported authentication method (not password, md5 or SCRAM)")),
         }
     }
     loop {
         match read_message(stream, rbuf).await? {
             Message::ReadyForQuery(_) => return Ok(()),
-            Message::ErrorResponse(body) => return Err(error_text(&body)),
+            Message::ErrorResponse(body) => return Err(map_error(&body)),
             // ParameterStatus, BackendKeyData, notices.
             _ => {}
         }
@@ -155,12 +165,14 @@ async fn prepare(
     stream: &mut TcpStream,
     rbuf: &mut BytesMut,
     statements: &[StatementSpec],
-) -> Result<Vec<Prepared>, String> {
+) -> Result<Vec<Prepared>, Error> {
     let mut buf = BytesMut::new();
     for (i, spec) in statements.iter().enumerate() {
         let name = format!("s{i}");
-        frontend::parse(&name, &spec.sql, None, &mut buf).map_err(|e| format!("statement {i}: {e}"))?;
-        frontend::describe(b'S', &name, &mut buf).map_err(|e| format!("statement {i}: {e}"))?;
+        frontend::parse(&name, &spec.sql, None, &mut buf)
+            .map_err(|e| Error::config(format!("statement {i}: {e}")).with_source(e))?;
+        frontend::describe(b'S', &name, &mut buf)
+            .map_err(|e| Error::config(format!("statement {i}: {e}")).with_source(e))?;
     }
     frontend::sync(&mut buf);
     send(stream, &mut buf).await?;
@@ -172,8 +184,11 @@ async fn prepare(
         match read_message(stream, rbuf).await? {
             Message::ParseComplete => {}
             Message::ParameterDescription(body) => {
-                params =
-                    body.parameters().map(|oid| Ok(type_of(oid))).collect().map_err(|e| e.to_string())?;
+                params = body
+                    .parameters()
+                    .map(|oid| Ok(type_of(oid)))
+                    .collect()
+                    .map_err(|e| io_error("bad ParameterDescription", e))?;
             }
             message @ (Message::RowDescription(_) | Message::NoData) => {
                 let columns: Vec<Type> = match message {
@@ -181,11 +196,13 @@ async fn prepare(
                         .fields()
                         .map(|field| Ok(type_of(field.type_oid())))
                         .collect()
-                        .map_err(|e| e.to_string())?,
+                        .map_err(|e| io_error("bad RowDescription", e))?,
                     _ => Vec::new(),
                 };
                 let i = prepared.len();
-                let spec = statements.get(i).ok_or("more statement descriptions than statements")?;
+                let spec = statements
+                    .get(i)
+                    .ok_or_else(|| protocol_error("more statement descriptions than statements"))?;
                 prepared.push(Prepared {
                     name: format!("s{i}"),
                     params: std::mem::take(&mut params),
@@ -195,7 +212,7 @@ async fn prepare(
             }
             Message::ErrorResponse(body) => {
                 let sql = statements.get(prepared.len()).map(|s| s.sql.as_str()).unwrap_or_default();
-                failure = Some(format!("preparing {sql:?}: {}", error_text(&body)));
+                failure = Some(map_error(&body).context(format_args!("preparing {sql:?}")));
             }
             Message::ReadyForQuery(_) => break,
             _ => {}
@@ -203,7 +220,9 @@ async fn prepare(
     }
     match failure {
         Some(failure) => Err(failure),
-        None if prepared.len() != statements.len() => Err("the server described fewer statements".into()),
+        None if prepared.len() != statements.len() => {
+            Err(protocol_error("the server described fewer statements"))
+        }
         None => Ok(prepared),
     }
 }
