@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures_util::future::try_join_all;
 use peregrine::db::pg::{PgConfig, PgConn, PgPool, StatementId};
-use peregrine::db::sqlite::{rusqlite, SqliteConfig, SqlitePool};
+use peregrine::db::sqlite::{SqliteConfig, SqliteError, SqlitePool, TransactionBehavior};
 use peregrine::db::Error;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -394,7 +394,7 @@ impl Store {
                         // IMMEDIATE takes the write lock up front: a deferred
                         // transaction that reads and then writes can fail
                         // with SQLITE_BUSY at once instead of waiting.
-                        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
                         let read = sqlite_worlds(&tx, &ids)?;
                         let changes = new_values(read, &mut SmallRng::seed_from_u64(seed));
                         {
@@ -443,11 +443,11 @@ async fn pg_worlds(conn: &PgConn, stmt: StatementId, ids: &[i32]) -> Result<Vec<
     try_join_all(ids.iter().map(|&id| pg_world(conn, stmt, id))).await
 }
 
-fn world_row(row: &rusqlite::Row<'_>) -> Result<World, rusqlite::Error> {
+fn world_row(row: &peregrine::db::sqlite::Row<'_>) -> Result<World, SqliteError> {
     Ok(World { id: row.get(0)?, random_number: row.get(1)? })
 }
 
-fn sqlite_worlds(c: &rusqlite::Connection, ids: &[i32]) -> Result<Vec<World>, rusqlite::Error> {
+fn sqlite_worlds(c: &peregrine::db::sqlite::Connection, ids: &[i32]) -> Result<Vec<World>, SqliteError> {
     let mut stmt = c.prepare_cached(SQLITE_SELECT_WORLD)?;
     ids.iter().map(|&id| stmt.query_row([id], world_row)).collect()
 }
@@ -536,7 +536,7 @@ async fn sqlite_ensure_schema(pool: &SqlitePool, rng: &mut SmallRng) -> Result<(
     pool.run(move |c| {
         // One IMMEDIATE transaction: racing callers take turns, and a crash
         // midway leaves nothing half-seeded.
-        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(SCHEMA_SQL)?;
         let worlds: i64 = tx.query_row("SELECT count(*) FROM world", [], |r| r.get(0))?;
         if worlds < i64::from(WORLD_ROWS) {
@@ -747,7 +747,6 @@ mod tests {
     fn pg_store_end_to_end() {
         let url = pg_url();
         run_local(async move {
-            use peregrine::db::pg::tokio_postgres;
             let schema = format!("peregrine_store_test_{}", std::process::id());
             let (admin, connection) =
                 tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("admin connection");

@@ -13,7 +13,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use futures_util::future::try_join_all;
-use peregrine::db::pg::{tokio_postgres, PgConfig, PgPool};
+use peregrine::db::pg::{PgConfig, PgPool};
 use peregrine::db::{Error, ErrorKind, SqlState};
 
 fn database_url() -> String {

@@ -176,7 +176,7 @@ impl Error {
     }
 
     /// The same error with `context` in front of its message ("preparing
-    /// ...: <message>").
+    /// ...: message").
     pub fn context(mut self, context: impl fmt::Display) -> Error {
         self.message = if self.message.is_empty() {
             context.to_string().into()

@@ -15,13 +15,27 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{ffi, Connection, ErrorCode};
+use rusqlite::{ffi, ErrorCode};
 use tokio::sync::oneshot;
 
 use super::{Error, ErrorKind, SqlState, DEFAULT_TIMEOUT};
 
-/// The driver, re-exported so applications use the same version.
-pub use rusqlite;
+/// What a [`SqlitePool::run`] job works with, from `rusqlite` (so
+/// applications use the version the pool was built with without depending
+/// on it themselves): the connection it is handed, the statements, rows and
+/// transactions it makes, and the error it returns.
+pub use rusqlite::{
+    params, Connection, Error as SqliteError, OptionalExtension, Row, Statement, Transaction,
+    TransactionBehavior,
+};
+
+/// Parameter and column conversions ([`types::ToSql`], [`types::FromSql`])
+/// and the dynamic [`types::Value`], from `rusqlite`.
+pub mod types {
+    pub use rusqlite::types::{
+        FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, Type, Value, ValueRef,
+    };
+}
 
 /// Settings for [`SqlitePool::open`].
 #[derive(Debug, Clone)]

@@ -15,8 +15,8 @@
 //!
 //! # Batching
 //!
-//! Connections are our own wire-protocol driver ([`wire`]; its module doc
-//! says why tokio-postgres is not used on this path). They are shared, not
+//! Connections are our own wire-protocol driver (the crate-private `wire`
+//! module; its module doc says why tokio-postgres is not used on this path). They are shared, not
 //! checked out exclusively: [`PgPool::get`] hands out another `Rc` to the
 //! least busy live connection, and any number of tasks may issue queries on
 //! it at the same time. A query is queued when its future is first polled
@@ -54,18 +54,20 @@ use tokio::sync::Notify;
 use super::{with_timeout, Error, ErrorKind, DEFAULT_TIMEOUT};
 
 pub mod row;
-pub mod wire;
+mod wire;
 
 pub use row::Row;
 pub use wire::{Params, ServerError, TextRows};
 
-/// Parameter and column types (`ToSql`, `FromSql`, `Type`), re-exported so
-/// applications use the same version as the pool.
-pub use postgres_types as types;
-
-/// tokio-postgres, re-exported for work outside the pool (an admin client,
-/// tests). The pool uses it only to parse connection URLs.
-pub use tokio_postgres;
+/// What parameters and row decoding need: the traits values are encoded
+/// with ([`types::ToSql`], for [`Params`]) and decoded with
+/// ([`types::FromSql`], for [`Row::try_get`]), the column [`types::Type`],
+/// and what implementing those traits for an application's own types takes.
+/// Re-exported from `postgres-types`, so applications use the version the
+/// pool was built with without depending on it themselves.
+pub mod types {
+    pub use postgres_types::{accepts, to_sql_checked, FromSql, IsNull, Kind, ToSql, Type, WrongType};
+}
 
 /// A connection that lived at least this long is considered healthy, so its
 /// loss resets the backoff and the slot reconnects at once.

@@ -15,7 +15,7 @@ use crate::db::Error;
 /// One row returned by a prepared statement.
 ///
 /// Columns are addressed by position (0-based, in `SELECT` order) and
-/// decoded with [`postgres_types::FromSql`], so any type tokio-postgres
+/// decoded with [`FromSql`], so any type tokio-postgres
 /// decodes (`i32`, `String`, `&str`, `Option<T>`, arrays, ...) works here.
 #[derive(Clone)]
 pub struct Row {

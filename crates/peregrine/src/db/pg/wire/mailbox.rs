@@ -204,11 +204,6 @@ impl Connection {
         self.state.closed.get()
     }
 
-    /// Number of prepared statements.
-    pub fn statements(&self) -> usize {
-        self.state.statements.len()
-    }
-
     /// Queues prepared statement `stmt` with `params` and returns the
     /// future answer. Nothing is awaited here: the statement joins the batch
     /// the driver sends when the current task yields.
