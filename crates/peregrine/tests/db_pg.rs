@@ -1,8 +1,8 @@
 //! Integration tests for `peregrine::db::pg::PgPool` and its wire-protocol
 //! driver against a real PostgreSQL server: queries, batching (many
-//! statements, one implicit transaction), an error failing only its batch,
-//! writes answered after their commit, timeouts, fail-fast while the
-//! database is unreachable, and recovery after connections are killed.
+//! statements, one implicit transaction), an error failing only its own
+//! statement, writes answered after their commit, timeouts, fail-fast while
+//! the database is unreachable, and recovery after connections are killed.
 //!
 //! They need `DATABASE_URL` (run them through `scripts/test`, or
 //! `eval "$(scripts/pg start)"; export DATABASE_URL`). A missing URL fails
@@ -285,7 +285,7 @@ fn concurrent_reads_share_one_sync() {
 }
 
 #[test]
-fn an_error_fails_only_its_batch() {
+fn an_error_fails_only_its_own_statement() {
     run_local(async {
         let mut config = PgConfig::new(database_url());
         config.connections = 1;
@@ -303,8 +303,10 @@ fn an_error_fails_only_its_batch() {
         assert_eq!(b.kind(), ErrorKind::Query, "{b}");
         assert!(b.message().contains("division by zero"), "{b}");
         assert_eq!(b.code(), Some(SqlState::DIVISION_BY_ZERO), "{b}");
-        // The server skipped the rest of the batch; its caller gets the error.
-        assert_eq!(c.expect_err("skipped after the error"), b);
+        // The server skipped the rest of the batch; the driver sent the
+        // skipped statement again, so its caller gets its own answer, not
+        // the error.
+        assert_eq!(c.expect("skipped after the error, then sent again").get::<i32>(0), 5);
         // The next batch, on the same connection, is unaffected.
         let rows = try_join_all((1..=5).map(|n| {
             let conn = &conn;
@@ -558,5 +560,40 @@ fn sqlstate_codes_tell_a_duplicate_key_from_a_syntax_error() {
         );
         assert_ne!(syntax.code(), dup.code());
         admin.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop test table");
+    });
+}
+
+#[test]
+fn one_callers_error_never_fails_another_callers_statement() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let div = config.statement("SELECT 100 / $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        // Independent tasks (requests) whose statements are queued in the
+        // same scheduler tick, so they share one pipeline and one Sync;
+        // every seventh divides by zero.
+        for round in 0..3 {
+            let tasks: Vec<_> = (0..60i32)
+                .map(|i| {
+                    let pool = pool.clone();
+                    let divisor = if i % 7 == 3 { 0 } else { 1 + i % 5 };
+                    tokio::task::spawn_local(async move { (divisor, pool.query_one(div, &[&divisor]).await) })
+                })
+                .collect();
+            for task in tasks {
+                let (divisor, result) = task.await.expect("task");
+                if divisor == 0 {
+                    let err = result.expect_err("division by zero");
+                    assert_eq!(err.code(), Some(SqlState::DIVISION_BY_ZERO), "round {round}: {err}");
+                } else {
+                    let row = result.unwrap_or_else(|e| {
+                        panic!("round {round}: 100 / {divisor} failed because another caller's statement did: {e}")
+                    });
+                    assert_eq!(row.get::<i32>(0), 100 / divisor, "round {round}");
+                }
+            }
+        }
     });
 }

@@ -27,8 +27,10 @@
 //! `futures_util::future::try_join_all`); awaiting them one by one would
 //! make one round trip each.
 //!
-//! Reads of one batch share its implicit transaction, so a failing read
-//! fails the reads behind it in that batch (the connection stays up).
+//! Reads of one batch share its implicit transaction, but a failing read
+//! fails only its own caller: the reads the server skipped behind it are
+//! sent again, so they are answered one round trip later (the connection
+//! stays up).
 //! Statements registered with [`PgConfig::write_statement`] run in a
 //! transaction of their own and are answered only after it committed.
 //!

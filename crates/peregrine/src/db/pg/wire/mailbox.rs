@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use postgres_protocol::message::frontend;
 use postgres_types::{IsNull, ToSql, Type};
 use slab::Slab;
@@ -101,6 +101,11 @@ pub(super) struct Entry {
     pub kind: EntryKind,
     /// `None` once the caller has been answered (timeout) or for a `Sync`.
     pub slot: Option<usize>,
+    /// A read's `Bind`+`Execute`, kept until it is answered so the driver
+    /// can send it again if another caller's error made the server skip it
+    /// (see [`super::driver`]). `None` for writes, `Sync`s and scripts,
+    /// which never share a transaction with another caller.
+    pub msg: Option<Bytes>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -129,6 +134,9 @@ pub(super) struct State {
     /// The handle is gone: the driver says goodbye and ends.
     pub released: Cell<bool>,
     pub timeout: Duration,
+    /// Backing store of the [`Entry::msg`] copies: one allocation shared by
+    /// many small messages instead of one each.
+    retained: RefCell<BytesMut>,
 }
 
 impl State {
@@ -143,6 +151,7 @@ impl State {
             closed: Cell::new(false),
             released: Cell::new(false),
             timeout,
+            retained: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
         }
     }
 
@@ -169,6 +178,23 @@ impl State {
         }
     }
 
+    /// Whether the caller behind `key` still waits for its answer (it has
+    /// not timed out, been answered, or gone away).
+    pub(super) fn is_waiting(&self, key: usize) -> bool {
+        matches!(self.slots.borrow().get(key), Some(Slot::Waiting(_)))
+    }
+
+    /// A copy of `msg` that shares one buffer with the other retained
+    /// messages.
+    fn retain(&self, msg: &[u8]) -> Bytes {
+        let mut retained = self.retained.borrow_mut();
+        if retained.capacity() < msg.len() {
+            retained.reserve(READ_CHUNK.max(msg.len()));
+        }
+        retained.extend_from_slice(msg);
+        retained.split().freeze()
+    }
+
     fn new_slot(&self) -> usize {
         self.slots.borrow_mut().insert(Slot::Waiting(None))
     }
@@ -177,7 +203,7 @@ impl State {
     pub(super) fn sync_pending(&self, out: &mut BytesMut, queue: &mut VecDeque<Entry>) {
         if self.unsynced.replace(false) {
             frontend::sync(out);
-            queue.push_back(Entry { kind: EntryKind::Sync, slot: None });
+            queue.push_back(Entry { kind: EntryKind::Sync, slot: None, msg: None });
         }
     }
 }
@@ -252,11 +278,16 @@ impl Connection {
                 }
             });
         }
-        frontend::execute("", 0, &mut out).map_err(|e| Error::query(e.to_string()).with_source(e))?;
+        if let Err(e) = frontend::execute("", 0, &mut out) {
+            out.truncate(mark);
+            return Err(Error::query(e.to_string()).with_source(e));
+        }
+        let msg = (!prepared.write).then(|| state.retain(&out[mark..]));
         let slot = state.new_slot();
         queue.push_back(Entry {
             kind: EntryKind::Statement { stmt, write: prepared.write },
             slot: Some(slot),
+            msg,
         });
         state.unsynced.set(true);
         if prepared.write {
@@ -281,7 +312,7 @@ impl Connection {
         frontend::query(sql, &mut out)
             .map_err(|e| Error::query(format!("invalid SQL text: {e}")).with_source(e))?;
         let slot = state.new_slot();
-        queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot) });
+        queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot), msg: None });
         drop((out, queue));
         state.wake_driver();
         Ok(Call { state, key: slot, done: false })
