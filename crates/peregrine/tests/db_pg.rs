@@ -597,3 +597,25 @@ fn one_callers_error_never_fails_another_callers_statement() {
         }
     });
 }
+
+#[test]
+fn plaintext_sslmodes_connect_and_tls_sslmodes_are_refused() {
+    run_local(async {
+        let url = database_url();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        for mode in ["disable", "allow", "prefer"] {
+            let mut config = PgConfig::new(format!("{url}{sep}sslmode={mode}"));
+            let one = config.statement("SELECT 1::int4");
+            let pool = PgPool::new(config).expect(mode);
+            ready(&pool).await;
+            assert_eq!(pool.query_one(one, &[]).await.expect(mode).get::<i32>(0), 1, "{mode}");
+        }
+        for mode in ["require", "verify-ca", "verify-full"] {
+            // Refused when the pool is created, before any connection: a
+            // pool that connected in plaintext would be a silent downgrade.
+            let err = PgPool::new(PgConfig::new(format!("{url}{sep}sslmode={mode}"))).err().expect(mode);
+            assert_eq!(err.kind(), ErrorKind::Config, "{mode}: {err}");
+            assert!(err.message().starts_with(&format!("sslmode={mode} is not supported: ")), "{err}");
+        }
+    });
+}

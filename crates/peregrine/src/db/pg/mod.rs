@@ -44,9 +44,11 @@
 //! tables) would leak between tasks; do transactional work in a single
 //! statement or a single [`PgConn::batch_execute`] script.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
 use std::rc::{Rc, Weak};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -80,7 +82,10 @@ const HEALTHY_UPTIME: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub struct PgConfig {
     /// `postgres://user:pass@host:port/db` or a key=value connection string
-    /// (TCP hosts only).
+    /// (TCP hosts only). The driver speaks plaintext only: `sslmode`
+    /// `disable`, `allow` and `prefer` (the default) connect without TLS,
+    /// and `require`, `verify-ca` and `verify-full` make [`PgPool::new`]
+    /// fail rather than connect without the TLS they ask for.
     pub url: String,
     /// Connections this worker keeps open (at least 1).
     pub connections: usize,
@@ -237,11 +242,141 @@ fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire
     })
 }
 
+/// `url` ready for parsing, or why it cannot be served: this driver does
+/// not speak TLS, so an `sslmode` that demands TLS (`require`, `verify-ca`,
+/// `verify-full`) is refused rather than silently downgraded to plaintext.
+/// `disable`, `allow` and `prefer` (the default) connect in plaintext;
+/// `allow`, which tokio-postgres's parser does not know, is passed on as the
+/// equivalent `disable`.
+fn plaintext_url(url: &str) -> Result<Cow<'_, str>, Error> {
+    let Some((mode, range)) = find_ssl_mode(url) else { return Ok(Cow::Borrowed(url)) };
+    match mode.as_str() {
+        "disable" | "prefer" => Ok(Cow::Borrowed(url)),
+        "allow" => {
+            let mut url = url.to_string();
+            url.replace_range(range, "disable");
+            Ok(Cow::Owned(url))
+        }
+        "require" | "verify-ca" | "verify-full" => Err(tls_unsupported(&mode)),
+        other => Err(Error::config(format!(
+            "invalid sslmode {other:?}: use disable, allow, prefer, require, verify-ca or verify-full"
+        ))),
+    }
+}
+
+fn tls_unsupported(mode: &str) -> Error {
+    Error::config(format!(
+        "sslmode={mode} is not supported: peregrine's PostgreSQL driver does not speak TLS, and \
+         connecting in plaintext would silently drop the protection the URL asks for; use \
+         sslmode=disable on a trusted network, or reach the server through a TLS tunnel on localhost"
+    ))
+}
+
+/// The last `sslmode` a connection string sets (the one libpq obeys): its
+/// value, unescaped, and the byte range of the value as written. Reads both
+/// forms: `postgres://...?sslmode=...` and `key=value` strings with optional
+/// spaces around `=` and single-quoted values.
+fn find_ssl_mode(url: &str) -> Option<(String, Range<usize>)> {
+    let is_uri = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if is_uri {
+        let query = url.find('?')? + 1;
+        let mut found = None;
+        let mut at = query;
+        for pair in url[query..].split('&') {
+            if let Some((key, value)) = pair.split_once('=') {
+                if percent_decode(key) == "sslmode" {
+                    let start = at + key.len() + 1;
+                    found = Some((percent_decode(value), start..start + value.len()));
+                }
+            }
+            at += pair.len() + 1;
+        }
+        return found;
+    }
+    let bytes = url.as_bytes();
+    let skip_spaces = |mut i: usize| {
+        while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let mut found = None;
+    let mut i = skip_spaces(0);
+    while i < bytes.len() {
+        let key_start = i;
+        while bytes.get(i).is_some_and(|b| *b != b'=' && !b.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let key = &url[key_start..i];
+        i = skip_spaces(i);
+        if bytes.get(i) != Some(&b'=') {
+            // Malformed; the URL parser reports it.
+            return found;
+        }
+        i = skip_spaces(i + 1);
+        let (value, range) = if bytes.get(i) == Some(&b'\'') {
+            let start = i + 1;
+            let mut value = String::new();
+            i = start;
+            while let Some(&b) = bytes.get(i) {
+                match b {
+                    b'\'' => break,
+                    b'\\' => {
+                        i += 1;
+                        if let Some(&escaped) = bytes.get(i) {
+                            value.push(char::from(escaped));
+                        }
+                    }
+                    _ => value.push(char::from(b)),
+                }
+                i += 1;
+            }
+            let end = i.min(bytes.len());
+            i = (i + 1).min(bytes.len());
+            (value, start..end)
+        } else {
+            let start = i;
+            while bytes.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+                i += 1;
+            }
+            (url[start..i].to_string(), start..i)
+        };
+        if key == "sslmode" {
+            found = Some((value, range));
+        }
+        i = skip_spaces(i);
+    }
+    found
+}
+
+/// `%XX` escapes decoded (invalid ones kept as written); enough to compare
+/// a URL's option names and values with known ASCII words.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 impl PgPool {
     /// Creates the pool and starts connecting every slot in the background.
     ///
     /// Fails only on configuration errors (unparsable URL, zero
-    /// connections, a Unix-socket host), never because the database is down.
+    /// connections, a Unix-socket host, an `sslmode` that demands TLS),
+    /// never because the database is down.
     ///
     /// # Panics
     ///
@@ -251,8 +386,13 @@ impl PgPool {
         if config.connections == 0 {
             return Err(Error::config("a pool needs at least one connection"));
         }
-        let pg = tokio_postgres::Config::from_str(&config.url)
+        let url = plaintext_url(&config.url)?;
+        let pg = tokio_postgres::Config::from_str(&url)
             .map_err(|e| Error::config(format!("invalid PostgreSQL URL: {e}")).with_source(e))?;
+        // What the scan above missed (an unusual spelling), the parser saw.
+        if matches!(pg.get_ssl_mode(), tokio_postgres::config::SslMode::Require) {
+            return Err(tls_unsupported("require"));
+        }
         let params = connect_params(&pg, config.timeout)?;
 
         let up = Rc::new(Notify::new());
@@ -589,6 +729,49 @@ mod tests {
                 assert_eq!(PgPool::new(zero).err().map(|e| e.kind()), Some(ErrorKind::Config));
                 let garbage = PgConfig::new("postgres://u:p@127.0.0.1:notaport/db");
                 assert_eq!(PgPool::new(garbage).err().map(|e| e.kind()), Some(ErrorKind::Config));
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn sslmodes_that_demand_tls_are_refused_never_downgraded() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                for mode in ["require", "verify-ca", "verify-full"] {
+                    for url in [
+                        format!("postgres://u:p@127.0.0.1:1/db?sslmode={mode}"),
+                        format!("postgres://u:p@127.0.0.1:1/db?application_name=x&sslmode={mode}"),
+                        format!("host=127.0.0.1 port=1 user=u sslmode={mode}"),
+                        format!("host=127.0.0.1 port=1 user=u sslmode = '{mode}'"),
+                    ] {
+                        let err = PgPool::new(PgConfig::new(url.as_str())).err().expect(&url);
+                        assert_eq!(err.kind(), ErrorKind::Config, "{url}: {err}");
+                        let want = format!("sslmode={mode} is not supported");
+                        assert!(err.message().starts_with(&want), "{url}: {err}");
+                    }
+                }
+                // The last sslmode wins, as in libpq: a later require is
+                // not hidden behind an earlier disable.
+                let err = PgPool::new(PgConfig::new(
+                    "postgres://u:p@127.0.0.1:1/db?sslmode=disable&sslmode=require",
+                ))
+                .err()
+                .expect("require wins");
+                assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+                let err = PgPool::new(PgConfig::new("postgres://u:p@127.0.0.1:1/db?sslmode=bogus"))
+                    .err()
+                    .expect("unknown mode");
+                assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+                // Modes that allow plaintext connect in plaintext.
+                for mode in ["disable", "allow", "prefer"] {
+                    for url in [
+                        format!("postgres://u:p@127.0.0.1:1/db?sslmode={mode}"),
+                        format!("host=127.0.0.1 port=1 user=u sslmode={mode}"),
+                    ] {
+                        assert!(PgPool::new(PgConfig::new(url.as_str())).is_ok(), "{url}");
+                    }
+                }
             })
             .await;
     }
