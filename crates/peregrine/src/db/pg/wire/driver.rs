@@ -17,12 +17,13 @@
 //! until its answer arrives ([`super::mailbox`] keeps a copy). A batch
 //! without errors costs that copy and nothing else. Measured on this
 //! project's 2-core machine (server on the same cores, other work running,
-//! 100 reads per batch on one connection, three interleaved runs each):
-//! the client spent about 810 ns of CPU per read against 755 ns before
-//! (+7%, the copy), while reads per second stayed within the noise (about
-//! 200k to 250k/s both ways, bound by the server). With one failing read per
-//! batch, 99% of the reads now succeed instead of 50%, the other 49 paying
-//! a second round trip.
+//! 100 reads per batch on one connection, interleaved runs, medians): the
+//! client spent 6-7% more CPU per read (755 -> 810 ns in one session,
+//! 1044 -> 1112 ns in another, where a build without the copy measured
+//! 1075 ns), while reads per second stayed within the noise (about 250k/s
+//! both ways, bound by the server). With one failing read per batch, 99% of
+//! the reads now succeed instead of 50%, the 49 skipped ones paying a
+//! second round trip.
 //!
 //! The connection itself stays usable. Statements registered as writes
 //! ([`crate::db::pg::PgConfig::write_statement`]) never share: they get a
@@ -35,9 +36,11 @@
 //! The driver, not the callers, enforces the call timeout: every batch gets
 //! a deadline when the driver takes it, one timer per connection covers the
 //! oldest batch, and callers still waiting at the deadline get
-//! [`ErrorKind::Timeout`]. Their entries stay in the response queue, so the late
-//! answers are read and dropped in order. The server aborts the statement at
-//! the same moment through `statement_timeout` (set by the pool).
+//! [`ErrorKind::Timeout`]. Their entries stay in the response queue, so the
+//! late answers are read and dropped in order. The server aborts the
+//! statement at the same moment through `statement_timeout` (set by the
+//! pool). A read sent again after another caller's error joins a new batch
+//! and so gets a new deadline.
 
 use std::collections::VecDeque;
 use std::future::Future;

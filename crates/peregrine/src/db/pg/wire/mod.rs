@@ -29,7 +29,7 @@
 //!   [`crate::db::Error`].
 
 mod driver;
-pub(crate) mod error;
+mod error;
 mod mailbox;
 mod startup;
 
