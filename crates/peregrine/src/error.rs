@@ -74,16 +74,18 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Database failures answer `503` when the database is unavailable or slow
-/// (retrying can succeed) and `500` otherwise. Query details go to the log,
-/// not to the client.
+/// Database failures answer with the status [`crate::db::Error::http_status`]
+/// picks (`503` when the database is unavailable or slow, so retrying can
+/// succeed; `500` otherwise). The client learns only the kind of failure;
+/// query details go to the log, not to the client.
 impl From<crate::db::Error> for Error {
     fn from(e: crate::db::Error) -> Error {
+        let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if e.is_transient() {
-            Error::unavailable(e.to_string())
+            Error::new(status, e.kind().as_str())
         } else {
             tracing::error!(error = %e, "database error");
-            Error::internal("database error")
+            Error::new(status, "database error")
         }
     }
 }

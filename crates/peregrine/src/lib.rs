@@ -47,9 +47,6 @@
 pub mod body;
 pub mod cache;
 pub mod config;
-// The database layer is being reshaped separately; its Debug impls and
-// visibility follow in that change.
-#[allow(missing_debug_implementations, unreachable_pub)]
 pub mod db;
 pub mod error;
 pub mod extract;

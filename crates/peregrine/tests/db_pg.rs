@@ -1,8 +1,8 @@
 //! Integration tests for `peregrine::db::pg::PgPool` and its wire-protocol
 //! driver against a real PostgreSQL server: queries, batching (many
-//! statements, one implicit transaction), an error failing only its batch,
-//! writes answered after their commit, timeouts, fail-fast while the
-//! database is unreachable, and recovery after connections are killed.
+//! statements, one implicit transaction), an error failing only its own
+//! statement, writes answered after their commit, timeouts, fail-fast while
+//! the database is unreachable, and recovery after connections are killed.
 //!
 //! They need `DATABASE_URL` (run them through `scripts/test`, or
 //! `eval "$(scripts/pg start)"; export DATABASE_URL`). A missing URL fails
@@ -13,8 +13,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use futures_util::future::try_join_all;
-use peregrine::db::pg::{tokio_postgres, PgConfig, PgPool};
-use peregrine::db::Error;
+use peregrine::db::pg::{PgConfig, PgPool};
+use peregrine::db::{Error, ErrorKind, SqlState};
 
 fn database_url() -> String {
     match std::env::var("DATABASE_URL") {
@@ -76,7 +76,8 @@ fn prepared_queries_work() {
         assert_eq!(rows, [vec![Some("5".to_string()), None]]);
         conn.batch_execute("SELECT 1; SELECT 2").await.expect("script");
         let err = conn.batch_execute("SELECT nonsense_column").await.expect_err("bad script");
-        assert!(matches!(err, Error::Query(_)), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Query, "{err}");
+        assert_eq!(err.code(), Some(SqlState::UNDEFINED_COLUMN), "{err}");
         assert_eq!(pool.query_one(add, &[&1i32]).await.expect("after script error").get::<i32>(0), 2);
     });
 }
@@ -92,12 +93,14 @@ fn query_errors_are_500_and_slow_queries_time_out() {
         ready(&pool).await;
 
         let err = pool.query_one(div, &[&0i32]).await.expect_err("division by zero");
-        assert!(matches!(err, Error::Query(ref m) if m.contains("division by zero")), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Query, "{err}");
+        assert!(err.message().contains("division by zero"), "{err}");
+        assert_eq!(err.code(), Some(SqlState::DIVISION_BY_ZERO), "{err}");
         assert_eq!(err.http_status(), 500);
 
         let started = Instant::now();
         let err = pool.query_one(sleep, &[&2.0f64]).await.expect_err("must time out");
-        assert_eq!(err, Error::Timeout);
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
         assert_eq!(err.http_status(), 503);
         assert!(started.elapsed() < Duration::from_secs(1));
 
@@ -155,7 +158,7 @@ fn get_or_wait_waits_for_the_first_connection_only() {
         config.connections = 1;
         let stmt = config.statement("SELECT 1::int4");
         let pool = PgPool::new(config).expect("pool");
-        assert_eq!(pool.get().err(), Some(Error::Unavailable));
+        assert_eq!(pool.get().err().map(|e| e.kind()), Some(ErrorKind::Unavailable));
         let conn = pool.get_or_wait().await.expect("first connection");
         let row = conn.query_one(stmt, &[]).await.expect("query");
         assert_eq!(row.get::<i32>(0), 1);
@@ -168,7 +171,7 @@ fn get_or_wait_waits_for_the_first_connection_only() {
         config.timeout = Duration::from_millis(300);
         let pool = PgPool::new(config).expect("pool");
         let started = Instant::now();
-        assert_eq!(pool.get_or_wait().await.err(), Some(Error::Unavailable));
+        assert_eq!(pool.get_or_wait().await.err().map(|e| e.kind()), Some(ErrorKind::Unavailable));
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(1), "took {took:?}");
     });
@@ -186,9 +189,9 @@ fn unreachable_database_fails_fast() {
         let started = Instant::now();
         let pool = PgPool::new(config).expect("creating a pool must not need the database");
 
-        assert_eq!(pool.get().err(), Some(Error::Unavailable));
+        assert_eq!(pool.get().err().map(|e| e.kind()), Some(ErrorKind::Unavailable));
         let err = pool.query_one(stmt, &[]).await.expect_err("no database");
-        assert_eq!(err, Error::Unavailable);
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
         assert_eq!(err.http_status(), 503);
         assert!(started.elapsed() < Duration::from_millis(100), "failed fast");
 
@@ -196,10 +199,13 @@ fn unreachable_database_fails_fast() {
         // keep failing fast meanwhile.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let started = Instant::now();
-        assert_eq!(pool.query_one(stmt, &[]).await.err(), Some(Error::Unavailable));
+        assert_eq!(pool.query_one(stmt, &[]).await.err().map(|e| e.kind()), Some(ErrorKind::Unavailable));
         assert!(started.elapsed() < Duration::from_millis(50));
         assert_eq!(pool.live_connections(), 0);
-        assert_eq!(pool.ready(Duration::from_millis(100)).await, Err(Error::Unavailable));
+        assert_eq!(
+            pool.ready(Duration::from_millis(100)).await.map_err(|e| e.kind()),
+            Err(ErrorKind::Unavailable)
+        );
     });
 }
 
@@ -279,7 +285,7 @@ fn concurrent_reads_share_one_sync() {
 }
 
 #[test]
-fn an_error_fails_only_its_batch() {
+fn an_error_fails_only_its_own_statement() {
     run_local(async {
         let mut config = PgConfig::new(database_url());
         config.connections = 1;
@@ -294,9 +300,13 @@ fn an_error_fails_only_its_batch() {
         );
         assert_eq!(a.expect("answered before the error").get::<i32>(0), 10);
         let b = b.expect_err("division by zero");
-        assert!(matches!(b, Error::Query(ref m) if m.contains("division by zero")), "{b}");
-        // The server skipped the rest of the batch; its caller gets the error.
-        assert_eq!(c.expect_err("skipped after the error"), b);
+        assert_eq!(b.kind(), ErrorKind::Query, "{b}");
+        assert!(b.message().contains("division by zero"), "{b}");
+        assert_eq!(b.code(), Some(SqlState::DIVISION_BY_ZERO), "{b}");
+        // The server skipped the rest of the batch; the driver sent the
+        // skipped statement again, so its caller gets its own answer, not
+        // the error.
+        assert_eq!(c.expect("skipped after the error, then sent again").get::<i32>(0), 5);
         // The next batch, on the same connection, is unaffected.
         let rows = try_join_all((1..=5).map(|n| {
             let conn = &conn;
@@ -307,8 +317,8 @@ fn an_error_fails_only_its_batch() {
         assert_eq!(rows.iter().map(|r| r.get::<i32>(0)).collect::<Vec<_>>(), [10, 5, 3, 2, 2]);
         assert!(!conn.is_closed());
         // Parameter mistakes fail before anything is sent.
-        assert!(matches!(conn.query_one(div, &[]).await, Err(Error::Query(_))));
-        assert!(matches!(conn.query_one(div, &[&"text"]).await, Err(Error::Query(_))));
+        assert_eq!(conn.query_one(div, &[]).await.err().map(|e| e.kind()), Some(ErrorKind::Query));
+        assert_eq!(conn.query_one(div, &[&"text"]).await.err().map(|e| e.kind()), Some(ErrorKind::Query));
         assert_eq!(conn.query_one(div, &[&5i32]).await.expect("still fine").get::<i32>(0), 2);
     });
 }
@@ -356,7 +366,9 @@ fn writes_are_answered_after_their_commit_and_alone() {
         // A write whose commit fails (a deferred foreign key is checked at
         // commit, after the statement itself succeeded) reports the error.
         let err = conn.execute(insert, &[&2i32, &Some(99i32)]).await.expect_err("commit must fail");
-        assert!(matches!(err, Error::Query(ref m) if m.contains("foreign key")), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Query, "{err}");
+        assert!(err.message().contains("foreign key"), "{err}");
+        assert_eq!(err.code(), Some(SqlState::FOREIGN_KEY_VIOLATION), "{err}");
         let seen = admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count");
         assert_eq!(seen.get::<_, i64>(0), 1, "nothing of the failed write is stored");
 
@@ -372,7 +384,8 @@ fn writes_are_answered_after_their_commit_and_alone() {
         assert_eq!(seen.get::<_, i64>(0), 51);
         pool.execute(copy_out, &[]).await.expect("COPY TO STDOUT runs (its data is not kept)");
         let err = pool.execute(copy_in, &[]).await.expect_err("COPY FROM STDIN is refused");
-        assert!(matches!(err, Error::Query(ref m) if m.contains("not supported")), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Query, "{err}");
+        assert!(err.message().contains("not supported"), "{err}");
         // That connection was dropped; the slot reconnects.
         ready(&pool).await;
         assert_eq!(pool.query_one(div, &[&5i32]).await.expect("reconnected").get::<i32>(0), 2);
@@ -399,8 +412,8 @@ fn a_timed_out_batch_does_not_disturb_later_ones() {
         let started = Instant::now();
         let (slow, fast) =
             tokio::join!(conn.query_one(sleep, &[&0.35f64, &1i32]), conn.query_one(echo, &[&7i32]));
-        assert_eq!(slow.expect_err("slow"), Error::Timeout);
-        assert_eq!(fast.expect_err("queued behind the slow one"), Error::Timeout);
+        assert_eq!(slow.expect_err("slow").kind(), ErrorKind::Timeout);
+        assert_eq!(fast.expect_err("queued behind the slow one").kind(), ErrorKind::Timeout);
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(150) && took < Duration::from_millis(340), "took {took:?}");
 
@@ -485,13 +498,13 @@ fn an_outage_fails_pending_calls_at_once_and_service_returns() {
             proxy.cut();
         };
         let (result, ()) = tokio::join!(pending, cut);
-        assert_eq!(result.expect_err("connection cut"), Error::Unavailable);
+        assert_eq!(result.expect_err("connection cut").kind(), ErrorKind::Unavailable);
         assert!(started.elapsed() < Duration::from_millis(800), "failed at once: {:?}", started.elapsed());
 
         // While the server is away, calls fail fast.
         tokio::time::sleep(Duration::from_millis(50)).await;
         let started = Instant::now();
-        assert_eq!(pool.query_one(one, &[]).await.err(), Some(Error::Unavailable));
+        assert_eq!(pool.query_one(one, &[]).await.err().map(|e| e.kind()), Some(ErrorKind::Unavailable));
         assert!(started.elapsed() < Duration::from_millis(50));
         assert_eq!(pool.live_connections(), 0);
 
@@ -502,11 +515,107 @@ fn an_outage_fails_pending_calls_at_once_and_service_returns() {
             match pool.query_one(one, &[]).await {
                 Ok(row) => break assert_eq!(row.get::<i32>(0), 1),
                 Err(e) => {
-                    assert_eq!(e, Error::Unavailable);
+                    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
                     assert!(started.elapsed() < Duration::from_secs(5), "no recovery in 5s");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
+        }
+    });
+}
+
+#[test]
+fn sqlstate_codes_tell_a_duplicate_key_from_a_syntax_error() {
+    run_local(async {
+        let admin = admin().await;
+        let table = format!("peregrine_sqlstate_{}", std::process::id());
+        admin
+            .batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int CONSTRAINT {table}_pk PRIMARY KEY)"
+            ))
+            .await
+            .expect("test table");
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let insert = config.write_statement(format!("INSERT INTO {table} (id) VALUES ($1)"));
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        assert_eq!(pool.execute(insert, &[&1i32]).await.expect("first insert"), 1);
+        let dup = pool.execute(insert, &[&1i32]).await.expect_err("duplicate key");
+        assert_eq!((dup.kind(), dup.code()), (ErrorKind::Query, Some(SqlState::UNIQUE_VIOLATION)), "{dup}");
+        assert_eq!(dup.http_status(), 500);
+        let server = std::error::Error::source(&dup)
+            .and_then(|s| s.downcast_ref::<peregrine::db::pg::ServerError>())
+            .expect("the server's error is the source");
+        assert_eq!(server.constraint(), Some(format!("{table}_pk").as_str()));
+        assert_eq!(server.table(), Some(table.as_str()));
+        assert!(server.detail().is_some_and(|d| d.contains("(id)=(1)")), "{server:?}");
+
+        let syntax = pool.batch_execute("SELEC 1").await.expect_err("syntax error");
+        assert_eq!(
+            (syntax.kind(), syntax.code()),
+            (ErrorKind::Query, Some(SqlState::SYNTAX_ERROR)),
+            "{syntax}"
+        );
+        assert_ne!(syntax.code(), dup.code());
+        admin.batch_execute(&format!("DROP TABLE {table}")).await.expect("drop test table");
+    });
+}
+
+#[test]
+fn one_callers_error_never_fails_another_callers_statement() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let div = config.statement("SELECT 100 / $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        // Independent tasks (requests) whose statements are queued in the
+        // same scheduler tick, so they share one pipeline and one Sync;
+        // every seventh divides by zero.
+        for round in 0..3 {
+            let tasks: Vec<_> = (0..60i32)
+                .map(|i| {
+                    let pool = pool.clone();
+                    let divisor = if i % 7 == 3 { 0 } else { 1 + i % 5 };
+                    tokio::task::spawn_local(async move { (divisor, pool.query_one(div, &[&divisor]).await) })
+                })
+                .collect();
+            for task in tasks {
+                let (divisor, result) = task.await.expect("task");
+                if divisor == 0 {
+                    let err = result.expect_err("division by zero");
+                    assert_eq!(err.code(), Some(SqlState::DIVISION_BY_ZERO), "round {round}: {err}");
+                } else {
+                    let row = result.unwrap_or_else(|e| {
+                        panic!("round {round}: 100 / {divisor} failed because another caller's statement did: {e}")
+                    });
+                    assert_eq!(row.get::<i32>(0), 100 / divisor, "round {round}");
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn plaintext_sslmodes_connect_and_tls_sslmodes_are_refused() {
+    run_local(async {
+        let url = database_url();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        for mode in ["disable", "allow", "prefer"] {
+            let mut config = PgConfig::new(format!("{url}{sep}sslmode={mode}"));
+            let one = config.statement("SELECT 1::int4");
+            let pool = PgPool::new(config).expect(mode);
+            ready(&pool).await;
+            assert_eq!(pool.query_one(one, &[]).await.expect(mode).get::<i32>(0), 1, "{mode}");
+        }
+        for mode in ["require", "verify-ca", "verify-full"] {
+            // Refused when the pool is created, before any connection: a
+            // pool that connected in plaintext would be a silent downgrade.
+            let err = PgPool::new(PgConfig::new(format!("{url}{sep}sslmode={mode}"))).expect_err(mode);
+            assert_eq!(err.kind(), ErrorKind::Config, "{mode}: {err}");
+            assert!(err.message().starts_with(&format!("sslmode={mode} is not supported: ")), "{err}");
         }
     });
 }

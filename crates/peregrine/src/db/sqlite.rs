@@ -15,13 +15,27 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::{ffi, ErrorCode};
 use tokio::sync::oneshot;
 
-use super::{Error, DEFAULT_TIMEOUT};
+use super::{Error, ErrorKind, SqlState, DEFAULT_TIMEOUT};
 
-/// The driver, re-exported so applications use the same version.
-pub use rusqlite;
+/// What a [`SqlitePool::run`] job works with, from `rusqlite` (so
+/// applications use the version the pool was built with without depending
+/// on it themselves): the connection it is handed, the statements, rows and
+/// transactions it makes, and the error it returns.
+pub use rusqlite::{
+    params, Connection, Error as SqliteError, OptionalExtension, Row, Statement, Transaction,
+    TransactionBehavior,
+};
+
+/// Parameter and column conversions ([`types::ToSql`], [`types::FromSql`])
+/// and the dynamic [`types::Value`], from `rusqlite`.
+pub mod types {
+    pub use rusqlite::types::{
+        FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, Type, Value, ValueRef,
+    };
+}
 
 /// Settings for [`SqlitePool::open`].
 #[derive(Debug, Clone)]
@@ -60,17 +74,26 @@ pub struct SqlitePool {
     path: Arc<PathBuf>,
 }
 
+impl std::fmt::Debug for SqlitePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlitePool")
+            .field("path", &self.path)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SqlitePool {
     /// Opens `config.threads` connections to the file (creating it and its
     /// directory if missing) and starts the threads. Blocking; call it at
     /// startup, not from a worker's event loop.
     pub fn open(config: SqliteConfig) -> Result<SqlitePool, Error> {
         if config.threads == 0 {
-            return Err(Error::Config("a pool needs at least one thread".into()));
+            return Err(Error::config("a pool needs at least one thread"));
         }
         if let Some(dir) = config.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
-                .map_err(|e| Error::Config(format!("cannot create directory {}: {e}", dir.display())))?;
+                .map_err(|e| Error::config(format!("cannot create directory {}: {e}", dir.display())))?;
         }
         // Open every connection before starting any thread, so a bad path is
         // reported here rather than by the first query.
@@ -85,7 +108,7 @@ impl SqlitePool {
             std::thread::Builder::new()
                 .name(format!("peregrine-sqlite-{index}"))
                 .spawn(move || serve(conn, &queue))
-                .map_err(|e| Error::Config(format!("cannot start SQLite thread: {e}")))?;
+                .map_err(|e| Error::config(format!("cannot start SQLite thread: {e}")))?;
         }
         Ok(SqlitePool { jobs, timeout: config.timeout, path: Arc::new(config.path) })
     }
@@ -107,7 +130,7 @@ impl SqlitePool {
     /// A job whose caller gave up (timeout, dropped request) before a
     /// thread picked it up is skipped; one already running completes and
     /// its result is discarded. A panic inside `f` becomes
-    /// [`Error::Query`] and the thread keeps serving.
+    /// [`ErrorKind::Query`] and the thread keeps serving.
     pub fn run<T, F>(&self, f: F) -> impl std::future::Future<Output = Result<T, Error>>
     where
         F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
@@ -120,7 +143,7 @@ impl SqlitePool {
             }
             let result = match catch_unwind(AssertUnwindSafe(|| f(conn))) {
                 Ok(result) => result.map_err(Error::from),
-                Err(_) => Err(Error::Query("SQLite job panicked".into())),
+                Err(_) => Err(Error::query("SQLite job panicked")),
             };
             // The caller may have timed out meanwhile; nothing to do then.
             let _ = tx.send(result);
@@ -130,13 +153,13 @@ impl SqlitePool {
         let timeout = self.timeout;
         async move {
             if !queued {
-                return Err(Error::Unavailable);
+                return Err(Error::unavailable());
             }
             match tokio::time::timeout(timeout, rx).await {
                 Ok(Ok(result)) => result,
                 // The thread dropped the job without answering: it died.
-                Ok(Err(_)) => Err(Error::Unavailable),
-                Err(_) => Err(Error::Timeout),
+                Ok(Err(_)) => Err(Error::unavailable()),
+                Err(_) => Err(Error::timeout()),
             }
         }
     }
@@ -144,7 +167,7 @@ impl SqlitePool {
 
 fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection, Error> {
     let open_err =
-        |e: rusqlite::Error| Error::Config(format!("cannot open SQLite database {}: {e}", path.display()));
+        |e: rusqlite::Error| Error::config(format!("cannot open SQLite database {}: {e}", path.display()));
     let conn = Connection::open(path).map_err(open_err)?;
     conn.busy_timeout(busy_timeout).map_err(open_err)?;
     // WAL lets the other threads read while one writes; NORMAL sync is
@@ -172,9 +195,16 @@ fn serve(mut conn: Connection, queue: &Mutex<mpsc::Receiver<Job>>) {
     }
 }
 
+/// Groups SQLite's result codes by how a handler should answer, and gives
+/// constraint violations the SQLSTATE PostgreSQL would send for them, so an
+/// application can test for a duplicate key the same way on both backends
+/// (`err.code() == Some(SqlState::UNIQUE_VIOLATION)`). Other SQLite errors
+/// (syntax, missing table, type mismatch) carry no code: SQLite's primary
+/// codes are too coarse to name a SQLSTATE honestly. Every error keeps the
+/// `rusqlite::Error` as its source, with SQLite's extended code in it.
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
-        match e.sqlite_error_code() {
+        let kind = match e.sqlite_error_code() {
             // Locked beyond busy_timeout, or the file went away: the
             // database is (for now) unusable, not the query wrong.
             Some(
@@ -183,10 +213,30 @@ impl From<rusqlite::Error> for Error {
                 | ErrorCode::CannotOpen
                 | ErrorCode::SystemIoFailure
                 | ErrorCode::DiskFull,
-            ) => Error::Unavailable,
-            _ => Error::Query(e.to_string()),
+            ) => ErrorKind::Unavailable,
+            _ => ErrorKind::Query,
+        };
+        let mut error = Error::new(kind, e.to_string());
+        if let Some(code) = sqlstate_of(&e) {
+            error = error.with_code(code);
         }
+        error.with_source(e)
     }
+}
+
+/// The SQLSTATE matching a constraint violation's extended result code.
+fn sqlstate_of(e: &rusqlite::Error) -> Option<SqlState> {
+    let rusqlite::Error::SqliteFailure(failure, _) = e else { return None };
+    if failure.code != ErrorCode::ConstraintViolation {
+        return None;
+    }
+    Some(match failure.extended_code {
+        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => SqlState::UNIQUE_VIOLATION,
+        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => SqlState::FOREIGN_KEY_VIOLATION,
+        ffi::SQLITE_CONSTRAINT_NOTNULL => SqlState::NOT_NULL_VIOLATION,
+        ffi::SQLITE_CONSTRAINT_CHECK => SqlState::CHECK_VIOLATION,
+        _ => SqlState::INTEGRITY_CONSTRAINT_VIOLATION,
+    })
 }
 
 #[cfg(test)]
@@ -256,10 +306,13 @@ mod tests {
     async fn errors_are_mapped() {
         let (pool, dir) = pool("errors");
         let err = pool.run(|c| c.execute_batch("SELECT * FROM missing_table")).await.expect_err("must fail");
-        assert!(matches!(err, Error::Query(ref m) if m.contains("missing_table")), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Query, "{err}");
+        assert!(err.message().contains("missing_table"), "{err}");
+        assert_eq!(err.code(), None, "SQLite errors other than constraints carry no SQLSTATE");
+        assert!(std::error::Error::source(&err).is_some_and(|s| s.is::<rusqlite::Error>()), "cause kept");
         assert_eq!(err.http_status(), 500);
         let panicked = pool.run(|_| -> Result<(), rusqlite::Error> { panic!("boom") }).await;
-        assert!(matches!(panicked, Err(Error::Query(_))));
+        assert_eq!(panicked.map_err(|e| e.kind()), Err(ErrorKind::Query));
         // The thread that caught the panic still serves.
         let ok = pool.run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))).await;
         assert_eq!(ok, Ok(1));
@@ -281,7 +334,7 @@ mod tests {
                 Ok(())
             })
             .await;
-        assert_eq!(slow, Err(Error::Timeout));
+        assert_eq!(slow.map_err(|e| e.kind()), Err(ErrorKind::Timeout));
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -290,7 +343,52 @@ mod tests {
         let dir = scratch("unopenable");
         std::fs::create_dir_all(dir.join("a-directory.db")).expect("mkdir");
         let result = SqlitePool::open(SqliteConfig::new(dir.join("a-directory.db")));
-        assert!(matches!(result, Err(Error::Config(_))));
+        assert_eq!(result.err().map(|e| e.kind()), Some(ErrorKind::Config));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn constraint_violations_carry_their_sqlstate() {
+        let (pool, dir) = pool("constraints");
+        pool.run(|c| {
+            c.execute_batch(
+                "PRAGMA foreign_keys = ON;
+                 CREATE TABLE parent (id INTEGER PRIMARY KEY);
+                 CREATE TABLE t (
+                     id INTEGER PRIMARY KEY,
+                     name TEXT NOT NULL UNIQUE,
+                     n INTEGER CHECK (n > 0),
+                     parent INTEGER REFERENCES parent (id)
+                 );
+                 INSERT INTO parent VALUES (1);
+                 INSERT INTO t VALUES (1, 'a', 1, 1);",
+            )
+        })
+        .await
+        .expect("schema");
+        let cases = [
+            ("INSERT INTO t VALUES (1, 'b', 1, 1)", SqlState::UNIQUE_VIOLATION),
+            ("INSERT INTO t VALUES (2, 'a', 1, 1)", SqlState::UNIQUE_VIOLATION),
+            ("INSERT INTO t VALUES (2, NULL, 1, 1)", SqlState::NOT_NULL_VIOLATION),
+            ("INSERT INTO t VALUES (2, 'b', 0, 1)", SqlState::CHECK_VIOLATION),
+            (
+                "PRAGMA foreign_keys = ON; INSERT INTO t VALUES (2, 'b', 1, 9)",
+                SqlState::FOREIGN_KEY_VIOLATION,
+            ),
+        ];
+        for (sql, code) in cases {
+            let err = pool.run(move |c| c.execute_batch(sql)).await.expect_err(sql);
+            assert_eq!(err.kind(), ErrorKind::Query, "{sql}: {err}");
+            assert_eq!(err.code(), Some(code), "{sql}: {err}");
+            assert_eq!(err.http_status(), 500);
+            let source = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<rusqlite::Error>());
+            assert!(
+                matches!(source, Some(rusqlite::Error::SqliteFailure(f, _)) if f.code == ErrorCode::ConstraintViolation),
+                "{sql}: rusqlite error kept as source"
+            );
+        }
+        let syntax = pool.run(|c| c.execute_batch("SELEC 1")).await.expect_err("syntax error");
+        assert_eq!((syntax.kind(), syntax.code()), (ErrorKind::Query, None));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -15,7 +15,7 @@ use crate::db::Error;
 /// One row returned by a prepared statement.
 ///
 /// Columns are addressed by position (0-based, in `SELECT` order) and
-/// decoded with [`postgres_types::FromSql`], so any type tokio-postgres
+/// decoded with [`FromSql`], so any type tokio-postgres
 /// decodes (`i32`, `String`, `&str`, `Option<T>`, arrays, ...) works here.
 #[derive(Clone)]
 pub struct Row {
@@ -45,24 +45,25 @@ impl Row {
         &self.columns
     }
 
-    /// Decodes column `idx` as `T`. Fails with [`Error::Query`] when the
+    /// Decodes column `idx` as `T`. Fails with [`ErrorKind::Query`](crate::db::ErrorKind::Query) when the
     /// column does not exist, `T` does not accept its type, or the value is
     /// NULL and `T` is not an `Option`.
     pub fn try_get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Result<T, Error> {
         let Some(ty) = self.columns.get(idx) else {
-            return Err(Error::Query(format!(
+            return Err(Error::query(format!(
                 "column {idx} does not exist: the row has {} columns",
                 self.columns.len()
             )));
         };
         if !T::accepts(ty) {
-            return Err(Error::Query(format!(
+            return Err(Error::query(format!(
                 "column {idx} has type {ty}, which {} cannot decode",
                 std::any::type_name::<T>()
             )));
         }
         let raw = self.raw(idx)?;
-        T::from_sql_nullable(ty, raw).map_err(|e| Error::Query(format!("decoding column {idx}: {e}")))
+        T::from_sql_nullable(ty, raw)
+            .map_err(|e| Error::query(format!("decoding column {idx}: {e}")).with_source(e))
     }
 
     /// [`Row::try_get`] for columns whose shape the caller knows.
@@ -80,7 +81,7 @@ impl Row {
     /// The raw bytes of column `idx` (`None` for NULL), found by walking the
     /// length prefixes: rows are narrow, so this beats building an index.
     fn raw(&self, idx: usize) -> Result<Option<&[u8]>, Error> {
-        let malformed = || Error::Query("malformed DataRow from the server".into());
+        let malformed = || Error::query("malformed DataRow from the server");
         let mut rest: &[u8] = &self.body;
         for i in 0..=idx {
             let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(malformed)?;
@@ -114,6 +115,7 @@ impl std::fmt::Debug for Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::ErrorKind;
 
     fn row(fields: &[Option<&[u8]>], types: &[Type]) -> Row {
         let mut body = Vec::new();
@@ -136,9 +138,13 @@ mod tests {
         assert_eq!(r.get::<i32>(0), 7);
         assert_eq!(r.get::<Option<i32>>(1), None);
         assert_eq!(r.get::<&str>(2), "hi");
-        assert!(matches!(r.try_get::<i32>(1), Err(Error::Query(_))), "NULL into i32");
-        assert!(matches!(r.try_get::<String>(0), Err(Error::Query(_))), "int4 into String");
-        assert!(matches!(r.try_get::<i32>(3), Err(Error::Query(_))), "no such column");
+        assert_eq!(r.try_get::<i32>(1).err().map(|e| e.kind()), Some(ErrorKind::Query), "NULL into i32");
+        assert_eq!(
+            r.try_get::<String>(0).err().map(|e| e.kind()),
+            Some(ErrorKind::Query),
+            "int4 into String"
+        );
+        assert_eq!(r.try_get::<i32>(3).err().map(|e| e.kind()), Some(ErrorKind::Query), "no such column");
     }
 
     #[test]
@@ -146,6 +152,6 @@ mod tests {
         let r =
             Row::new([Type::INT4, Type::INT4].into(), Bytes::from_static(&[0, 0, 0, 4, 0, 0, 0, 1, 0, 0]));
         assert_eq!(r.get::<i32>(0), 1);
-        assert!(matches!(r.try_get::<i32>(1), Err(Error::Query(_))));
+        assert_eq!(r.try_get::<i32>(1).err().map(|e| e.kind()), Some(ErrorKind::Query));
     }
 }

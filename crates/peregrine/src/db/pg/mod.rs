@@ -10,13 +10,13 @@
 //! restart, `pg_terminate_backend`, network loss) the slot is emptied and the
 //! task reconnects, backing off exponentially while the server stays away.
 //! [`PgPool::new`] therefore never waits for or fails on the database: calls
-//! made while no slot is up fail at once with [`Error::Unavailable`], so a
+//! made while no slot is up fail at once with [`ErrorKind::Unavailable`], so a
 //! request is answered with a 503 instead of queueing behind a dead server.
 //!
 //! # Batching
 //!
-//! Connections are our own wire-protocol driver ([`wire`]; its module doc
-//! says why tokio-postgres is not used on this path). They are shared, not
+//! Connections are our own wire-protocol driver (the crate-private `wire`
+//! module; its module doc says why tokio-postgres is not used on this path). They are shared, not
 //! checked out exclusively: [`PgPool::get`] hands out another `Rc` to the
 //! least busy live connection, and any number of tasks may issue queries on
 //! it at the same time. A query is queued when its future is first polled
@@ -27,8 +27,10 @@
 //! `futures_util::future::try_join_all`); awaiting them one by one would
 //! make one round trip each.
 //!
-//! Reads of one batch share its implicit transaction, so a failing read
-//! fails the reads behind it in that batch (the connection stays up).
+//! Reads of one batch share its implicit transaction, but a failing read
+//! fails only its own caller: the reads the server skipped behind it are
+//! sent again, so they are answered one round trip later (the connection
+//! stays up).
 //! Statements registered with [`PgConfig::write_statement`] run in a
 //! transaction of their own and are answered only after it committed.
 //!
@@ -42,30 +44,34 @@
 //! tables) would leak between tasks; do transactional work in a single
 //! statement or a single [`PgConn::batch_execute`] script.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
 use std::rc::{Rc, Weak};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::{with_timeout, Error, DEFAULT_TIMEOUT};
+use super::{with_timeout, Error, ErrorKind, DEFAULT_TIMEOUT};
 
 pub mod row;
-pub mod wire;
+mod wire;
 
 pub use row::Row;
-pub use wire::{Params, TextRows};
+pub use wire::{Params, ServerError, TextRows};
 
-/// Parameter and column types (`ToSql`, `FromSql`, `Type`), re-exported so
-/// applications use the same version as the pool.
-pub use postgres_types as types;
-
-/// tokio-postgres, re-exported for work outside the pool (an admin client,
-/// tests). The pool uses it only to parse connection URLs.
-pub use tokio_postgres;
+/// What parameters and row decoding need: the traits values are encoded
+/// with ([`types::ToSql`], for [`Params`]) and decoded with
+/// ([`types::FromSql`], for [`Row::try_get`]), the column [`types::Type`],
+/// and what implementing those traits for an application's own types takes.
+/// Re-exported from `postgres-types`, so applications use the version the
+/// pool was built with without depending on it themselves.
+pub mod types {
+    pub use postgres_types::{accepts, to_sql_checked, FromSql, IsNull, Kind, ToSql, Type, WrongType};
+}
 
 /// A connection that lived at least this long is considered healthy, so its
 /// loss resets the backoff and the slot reconnects at once.
@@ -76,7 +82,10 @@ const HEALTHY_UPTIME: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub struct PgConfig {
     /// `postgres://user:pass@host:port/db` or a key=value connection string
-    /// (TCP hosts only).
+    /// (TCP hosts only). The driver speaks plaintext only: `sslmode`
+    /// `disable`, `allow` and `prefer` (the default) connect without TLS,
+    /// and `require`, `verify-ca` and `verify-full` make [`PgPool::new`]
+    /// fail rather than connect without the TLS they ask for.
     pub url: String,
     /// Connections this worker keeps open (at least 1).
     pub connections: usize,
@@ -153,6 +162,18 @@ pub struct PgPool {
     shared: Rc<Shared>,
 }
 
+impl std::fmt::Debug for PgPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let up =
+            self.shared.slots.iter().filter(|s| s.borrow().as_ref().is_some_and(|c| !c.is_closed())).count();
+        f.debug_struct("PgPool")
+            .field("slots", &self.shared.slots.len())
+            .field("up", &up)
+            .field("timeout", &self.shared.timeout)
+            .finish()
+    }
+}
+
 struct Shared {
     /// `None` while the slot's task is (re)connecting.
     slots: Box<[RefCell<Option<Rc<wire::Connection>>>]>,
@@ -194,10 +215,19 @@ pub struct PgConn {
     timeout: Duration,
 }
 
+impl std::fmt::Debug for PgConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConn")
+            .field("closed", &self.inner.is_closed())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Startup parameters and hosts from a parsed URL.
 fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire::ConnectParams, Error> {
     use tokio_postgres::config::Host;
-    let user = pg.get_user().ok_or_else(|| Error::Config("the PostgreSQL URL names no user".into()))?;
+    let user = pg.get_user().ok_or_else(|| Error::config("the PostgreSQL URL names no user"))?;
     let ports = pg.get_ports();
     let mut hosts = Vec::new();
     for (i, host) in pg.get_hosts().iter().enumerate() {
@@ -205,7 +235,7 @@ fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire
         match host {
             Host::Tcp(name) => hosts.push((name.clone(), port)),
             #[allow(unreachable_patterns)]
-            _ => return Err(Error::Config("only TCP hosts are supported, not Unix sockets".into())),
+            _ => return Err(Error::config("only TCP hosts are supported, not Unix sockets")),
         }
     }
     if hosts.is_empty() {
@@ -233,11 +263,141 @@ fn connect_params(pg: &tokio_postgres::Config, timeout: Duration) -> Result<wire
     })
 }
 
+/// `url` ready for parsing, or why it cannot be served: this driver does
+/// not speak TLS, so an `sslmode` that demands TLS (`require`, `verify-ca`,
+/// `verify-full`) is refused rather than silently downgraded to plaintext.
+/// `disable`, `allow` and `prefer` (the default) connect in plaintext;
+/// `allow`, which tokio-postgres's parser does not know, is passed on as the
+/// equivalent `disable`.
+fn plaintext_url(url: &str) -> Result<Cow<'_, str>, Error> {
+    let Some((mode, range)) = find_ssl_mode(url) else { return Ok(Cow::Borrowed(url)) };
+    match mode.as_str() {
+        "disable" | "prefer" => Ok(Cow::Borrowed(url)),
+        "allow" => {
+            let mut url = url.to_string();
+            url.replace_range(range, "disable");
+            Ok(Cow::Owned(url))
+        }
+        "require" | "verify-ca" | "verify-full" => Err(tls_unsupported(&mode)),
+        other => Err(Error::config(format!(
+            "invalid sslmode {other:?}: use disable, allow, prefer, require, verify-ca or verify-full"
+        ))),
+    }
+}
+
+fn tls_unsupported(mode: &str) -> Error {
+    Error::config(format!(
+        "sslmode={mode} is not supported: peregrine's PostgreSQL driver does not speak TLS, and \
+         connecting in plaintext would silently drop the protection the URL asks for; use \
+         sslmode=disable on a trusted network, or reach the server through a TLS tunnel on localhost"
+    ))
+}
+
+/// The last `sslmode` a connection string sets (the one libpq obeys): its
+/// value, unescaped, and the byte range of the value as written. Reads both
+/// forms: `postgres://...?sslmode=...` and `key=value` strings with optional
+/// spaces around `=` and single-quoted values.
+fn find_ssl_mode(url: &str) -> Option<(String, Range<usize>)> {
+    let is_uri = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if is_uri {
+        let query = url.find('?')? + 1;
+        let mut found = None;
+        let mut at = query;
+        for pair in url[query..].split('&') {
+            if let Some((key, value)) = pair.split_once('=') {
+                if percent_decode(key) == "sslmode" {
+                    let start = at + key.len() + 1;
+                    found = Some((percent_decode(value), start..start + value.len()));
+                }
+            }
+            at += pair.len() + 1;
+        }
+        return found;
+    }
+    let bytes = url.as_bytes();
+    let skip_spaces = |mut i: usize| {
+        while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let mut found = None;
+    let mut i = skip_spaces(0);
+    while i < bytes.len() {
+        let key_start = i;
+        while bytes.get(i).is_some_and(|b| *b != b'=' && !b.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let key = &url[key_start..i];
+        i = skip_spaces(i);
+        if bytes.get(i) != Some(&b'=') {
+            // Malformed; the URL parser reports it.
+            return found;
+        }
+        i = skip_spaces(i + 1);
+        let (value, range) = if bytes.get(i) == Some(&b'\'') {
+            let start = i + 1;
+            let mut value = String::new();
+            i = start;
+            while let Some(&b) = bytes.get(i) {
+                match b {
+                    b'\'' => break,
+                    b'\\' => {
+                        i += 1;
+                        if let Some(&escaped) = bytes.get(i) {
+                            value.push(char::from(escaped));
+                        }
+                    }
+                    _ => value.push(char::from(b)),
+                }
+                i += 1;
+            }
+            let end = i.min(bytes.len());
+            i = (i + 1).min(bytes.len());
+            (value, start..end)
+        } else {
+            let start = i;
+            while bytes.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+                i += 1;
+            }
+            (url[start..i].to_string(), start..i)
+        };
+        if key == "sslmode" {
+            found = Some((value, range));
+        }
+        i = skip_spaces(i);
+    }
+    found
+}
+
+/// `%XX` escapes decoded (invalid ones kept as written); enough to compare
+/// a URL's option names and values with known ASCII words.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 impl PgPool {
     /// Creates the pool and starts connecting every slot in the background.
     ///
     /// Fails only on configuration errors (unparsable URL, zero
-    /// connections, a Unix-socket host), never because the database is down.
+    /// connections, a Unix-socket host, an `sslmode` that demands TLS),
+    /// never because the database is down.
     ///
     /// # Panics
     ///
@@ -245,10 +405,15 @@ impl PgPool {
     /// `spawn_local` otherwise), which is where peregrine runs workers.
     pub fn new(config: PgConfig) -> Result<PgPool, Error> {
         if config.connections == 0 {
-            return Err(Error::Config("a pool needs at least one connection".into()));
+            return Err(Error::config("a pool needs at least one connection"));
         }
-        let pg = tokio_postgres::Config::from_str(&config.url)
-            .map_err(|e| Error::Config(format!("invalid PostgreSQL URL: {e}")))?;
+        let url = plaintext_url(&config.url)?;
+        let pg = tokio_postgres::Config::from_str(&url)
+            .map_err(|e| Error::config(format!("invalid PostgreSQL URL: {e}")).with_source(e))?;
+        // What the scan above missed (an unusual spelling), the parser saw.
+        if matches!(pg.get_ssl_mode(), tokio_postgres::config::SslMode::Require) {
+            return Err(tls_unsupported("require"));
+        }
         let params = connect_params(&pg, config.timeout)?;
 
         let up = Rc::new(Notify::new());
@@ -282,7 +447,7 @@ impl PgPool {
 
     /// The least busy live connection (fewest outstanding handles; ties go
     /// round-robin). Never waits: with no live connection it returns
-    /// [`Error::Unavailable`] at once.
+    /// [`ErrorKind::Unavailable`] at once.
     pub fn get(&self) -> Result<PgConn, Error> {
         let slots = &self.shared.slots;
         let start = self.shared.next.get();
@@ -306,17 +471,17 @@ impl PgPool {
                 _ => best = Some((load, conn.clone())),
             }
         }
-        best.map(|(_, conn)| self.conn(conn)).ok_or(Error::Unavailable)
+        best.map(|(_, conn)| self.conn(conn)).ok_or_else(Error::unavailable)
     }
 
     /// [`PgPool::get`] for request handlers. While the pool has never had a
     /// connection (the server just started), waits for the first one, at
     /// most the call timeout, so requests arriving during start-up are not
     /// refused; once it has been up, an outage fails fast with
-    /// [`Error::Unavailable`] (a `503`) instead of making every request wait.
+    /// [`ErrorKind::Unavailable`] (a `503`) instead of making every request wait.
     pub async fn get_or_wait(&self) -> Result<PgConn, Error> {
         match self.get() {
-            Err(Error::Unavailable) if !self.shared.ever_up.get() => {
+            Err(e) if e.kind() == ErrorKind::Unavailable && !self.shared.ever_up.get() => {
                 self.ready(self.shared.timeout).await?;
                 self.get()
             }
@@ -357,7 +522,7 @@ impl PgPool {
     }
 
     /// Waits until at least one connection is up, for at most `within`;
-    /// returns [`Error::Unavailable`] if none came up. Meant for startup
+    /// returns [`ErrorKind::Unavailable`] if none came up. Meant for startup
     /// (schema checks before serving), not for the request path.
     pub async fn ready(&self, within: Duration) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + within;
@@ -369,7 +534,7 @@ impl PgPool {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, up).await.is_err() {
-                return Err(Error::Unavailable);
+                return Err(Error::unavailable());
             }
         }
     }
@@ -418,7 +583,7 @@ impl PgConn {
     }
 
     /// Whether this connection has been lost (calls on it fail with
-    /// [`Error::Unavailable`]; get another from the pool).
+    /// [`ErrorKind::Unavailable`]; get another from the pool).
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
     }
@@ -432,8 +597,8 @@ impl PgConn {
         let outcome = self.run(id, params).await?;
         match (outcome.first, outcome.rest.len()) {
             (Some(row), 0) => Ok(row),
-            (None, _) => Err(Error::Query("query returned no row, expected one".into())),
-            (Some(_), more) => Err(Error::Query(format!("query returned {} rows, expected one", more + 1))),
+            (None, _) => Err(Error::query("query returned no row, expected one")),
+            (Some(_), more) => Err(Error::query(format!("query returned {} rows, expected one", more + 1))),
         }
     }
 
@@ -442,7 +607,7 @@ impl PgConn {
         let outcome = self.run(id, params).await?;
         match outcome.rest.len() {
             0 => Ok(outcome.first),
-            more => Err(Error::Query(format!("query returned {} rows, expected at most one", more + 1))),
+            more => Err(Error::query(format!("query returned {} rows, expected at most one", more + 1))),
         }
     }
 
@@ -473,24 +638,6 @@ impl PgConn {
     }
 }
 
-impl From<tokio_postgres::Error> for Error {
-    /// For applications that also run their own tokio-postgres client:
-    /// the same grouping the pool uses for its own errors.
-    fn from(e: tokio_postgres::Error) -> Self {
-        if e.is_closed() {
-            return Error::Unavailable;
-        }
-        if let Some(db) = e.as_db_error() {
-            return wire::error_for_sqlstate(db.code().code(), db.to_string());
-        }
-        let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
-        if io {
-            return Error::Unavailable;
-        }
-        Error::Query(e.to_string())
-    }
-}
-
 /// Keeps slot `index` connected for as long as the pool exists.
 async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wake: Rc<Notify>) {
     let mut backoff = connector.backoff_min;
@@ -517,7 +664,7 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
                 let Some(shared) = pool.upgrade() else { return };
                 *shared.slots[index].borrow_mut() = None;
                 drop(shared);
-                match outcome {
+                match &outcome {
                     Ok(()) => tracing::warn!(slot = index, "PostgreSQL connection closed"),
                     Err(e) => tracing::warn!(slot = index, error = %e, "PostgreSQL connection lost"),
                 }
@@ -527,10 +674,15 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
                 }
                 // A connection that dies right after connecting is a failure
                 // too; back off instead of hammering the server.
-                "connection dropped right after connecting".to_string()
+                match outcome {
+                    Ok(()) => Error::unavailable().context("connection dropped right after connecting"),
+                    Err(e) => e.context("connection dropped right after connecting"),
+                }
             }
             Ok(Err(e)) => e,
-            Err(_) => format!("no connection within {:?}", connector.connect_timeout),
+            Err(_) => {
+                Error::timeout().context(format_args!("no connection within {:?}", connector.connect_timeout))
+            }
         };
         failures += 1;
         // The first failure is news; repeats while the server stays down
@@ -552,7 +704,7 @@ async fn run_slot(index: usize, connector: Rc<Connector>, pool: Weak<Shared>, wa
 
 /// Connects and prepares every statement; the returned driver must be
 /// polled for the connection to work and completes when it closes.
-async fn open(connector: &Connector) -> Result<(Rc<wire::Connection>, wire::Driver), String> {
+async fn open(connector: &Connector) -> Result<(Rc<wire::Connection>, wire::Driver), Error> {
     let (conn, driver) = wire::connect(&connector.params, &connector.statements, connector.timeout).await?;
     Ok((Rc::new(conn), driver))
 }
@@ -595,9 +747,50 @@ mod tests {
         local
             .run_until(async {
                 let zero = PgConfig { connections: 0, ..PgConfig::new("postgres://u:p@127.0.0.1:1/db") };
-                assert!(matches!(PgPool::new(zero), Err(Error::Config(_))));
+                assert_eq!(PgPool::new(zero).err().map(|e| e.kind()), Some(ErrorKind::Config));
                 let garbage = PgConfig::new("postgres://u:p@127.0.0.1:notaport/db");
-                assert!(matches!(PgPool::new(garbage), Err(Error::Config(_))));
+                assert_eq!(PgPool::new(garbage).err().map(|e| e.kind()), Some(ErrorKind::Config));
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn sslmodes_that_demand_tls_are_refused_never_downgraded() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                for mode in ["require", "verify-ca", "verify-full"] {
+                    for url in [
+                        format!("postgres://u:p@127.0.0.1:1/db?sslmode={mode}"),
+                        format!("postgres://u:p@127.0.0.1:1/db?application_name=x&sslmode={mode}"),
+                        format!("host=127.0.0.1 port=1 user=u sslmode={mode}"),
+                        format!("host=127.0.0.1 port=1 user=u sslmode = '{mode}'"),
+                    ] {
+                        let err = PgPool::new(PgConfig::new(url.as_str())).expect_err(&url);
+                        assert_eq!(err.kind(), ErrorKind::Config, "{url}: {err}");
+                        let want = format!("sslmode={mode} is not supported");
+                        assert!(err.message().starts_with(&want), "{url}: {err}");
+                    }
+                }
+                // The last sslmode wins, as in libpq: a later require is
+                // not hidden behind an earlier disable.
+                let err = PgPool::new(PgConfig::new(
+                    "postgres://u:p@127.0.0.1:1/db?sslmode=disable&sslmode=require",
+                ))
+                .expect_err("require wins");
+                assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+                let err = PgPool::new(PgConfig::new("postgres://u:p@127.0.0.1:1/db?sslmode=bogus"))
+                    .expect_err("unknown mode");
+                assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+                // Modes that allow plaintext connect in plaintext.
+                for mode in ["disable", "allow", "prefer"] {
+                    for url in [
+                        format!("postgres://u:p@127.0.0.1:1/db?sslmode={mode}"),
+                        format!("host=127.0.0.1 port=1 user=u sslmode={mode}"),
+                    ] {
+                        assert!(PgPool::new(PgConfig::new(url.as_str())).is_ok(), "{url}");
+                    }
+                }
             })
             .await;
     }

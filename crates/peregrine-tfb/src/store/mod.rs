@@ -1,0 +1,219 @@
+//! The benchmark app's data access: the World and Fortune tables of the TFB
+//! test types, on PostgreSQL or embedded SQLite, built only on
+//! `peregrine::db`.
+//!
+//! This module owns the [`Store`] facade the handlers call and the rules
+//! the benchmark checks that do not depend on the backend: one statement per
+//! row read (pipelined on PostgreSQL, never `WHERE id IN (...)`), and one
+//! batch write per update request whose stored values are what the response
+//! shows. Each backend's SQL and calls live in [`pg`] and [`sqlite`],
+//! backend selection from the environment in [`config`], schema creation and
+//! seeding in [`seed`].
+//!
+//! Lifecycle: build one [`StoreConfig`] at startup ([`StoreConfig::from_env`]),
+//! run [`StoreConfig::ensure_schema`] once before serving, then in each
+//! worker's `LocalSet` call [`StoreConfig::build`] to get that worker's
+//! [`Store`]. A PostgreSQL store owns the worker's own connections; a SQLite
+//! store shares the process-wide blocking pool.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use peregrine::db::Error;
+use rand::rngs::SmallRng;
+use rand::Rng;
+use serde::Serialize;
+
+mod config;
+mod pg;
+mod seed;
+mod sqlite;
+
+pub use config::StoreConfig;
+
+/// Rows in the World table, and the range of ids and random numbers.
+pub const WORLD_ROWS: i32 = 10_000;
+
+/// One row of the World table. Serializes as `{"id":N,"randomNumber":M}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct World {
+    pub id: i32,
+    #[serde(rename = "randomNumber")]
+    pub random_number: i32,
+}
+
+/// One row of the Fortune table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fortune {
+    pub id: i32,
+    pub message: String,
+}
+
+/// One worker's handle on the database. Cheap to clone (`Rc`); `!Send`.
+#[derive(Clone)]
+pub enum Store {
+    Pg(pg::PgStore),
+    Sqlite(sqlite::SqliteStore),
+}
+
+impl Store {
+    fn rng(&self) -> &RefCell<SmallRng> {
+        match self {
+            Store::Pg(s) => &s.rng,
+            Store::Sqlite(s) => &s.rng,
+        }
+    }
+
+    /// A uniformly random World id (1..=10000) from this worker's generator.
+    pub fn random_id(&self) -> i32 {
+        self.rng().borrow_mut().gen_range(1..=WORLD_ROWS)
+    }
+
+    /// The World row `id`.
+    pub async fn world(&self, id: i32) -> Result<World, Error> {
+        match self {
+            Store::Pg(s) => s.world(id).await,
+            Store::Sqlite(s) => s.world(id).await,
+        }
+    }
+
+    /// The World rows for `ids`, in order, each read by its own statement.
+    /// On PostgreSQL all reads are in flight at once on one connection.
+    pub async fn worlds(&self, ids: &[i32]) -> Result<Vec<World>, Error> {
+        match self {
+            Store::Pg(s) => s.worlds(ids).await,
+            Store::Sqlite(s) => s.worlds(ids).await,
+        }
+    }
+
+    /// All Fortune rows, in table order.
+    pub async fn fortunes(&self) -> Result<Vec<Fortune>, Error> {
+        match self {
+            Store::Pg(s) => s.fortunes().await,
+            Store::Sqlite(s) => s.fortunes().await,
+        }
+    }
+
+    /// The `/updates` work: reads each requested row with its own statement,
+    /// gives each distinct id one new random number (always different from
+    /// the one read, so every update changes the table), writes them all in
+    /// one statement, and returns per requested id the value now stored.
+    pub async fn update_worlds(&self, ids: &[i32]) -> Result<Vec<World>, Error> {
+        match self {
+            Store::Pg(s) => s.update_worlds(ids).await,
+            Store::Sqlite(s) => s.update_worlds(ids).await,
+        }
+    }
+}
+
+/// A worker's random number generator, shared by its store's clones.
+type SharedRng = Rc<RefCell<SmallRng>>;
+
+/// One new value per distinct id, sorted by id, each different from the
+/// value read.
+fn new_values(mut read: Vec<World>, rng: &mut SmallRng) -> Vec<World> {
+    read.sort_unstable_by_key(|w| w.id);
+    read.dedup_by_key(|w| w.id);
+    for w in &mut read {
+        let old = w.random_number;
+        while w.random_number == old {
+            w.random_number = rng.gen_range(1..=WORLD_ROWS);
+        }
+    }
+    read
+}
+
+/// The response rows: per requested id (repeats included) the value stored.
+fn stored_per_request(ids: &[i32], changes: &[World]) -> Vec<World> {
+    ids.iter().filter_map(|id| changes.binary_search_by_key(id, |w| w.id).ok().map(|i| changes[i])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::future::try_join_all;
+    use rand::SeedableRng;
+    use std::future::Future;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub(super) fn run_local<F: Future<Output = ()>>(f: F) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        tokio::task::LocalSet::new().block_on(&runtime, f);
+    }
+
+    /// A fresh directory under target/ for one test's SQLite file.
+    pub(super) fn scratch(name: &str) -> PathBuf {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/test-scratch/tfb-store")
+            .join(format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn world_serializes_with_tfb_names() {
+        let json = serde_json::to_string(&World { id: 7, random_number: 4242 }).expect("serialize");
+        assert_eq!(json, r#"{"id":7,"randomNumber":4242}"#);
+    }
+
+    #[test]
+    fn new_values_dedupe_and_always_change() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let read = vec![
+            World { id: 9, random_number: 1 },
+            World { id: 3, random_number: 5 },
+            World { id: 9, random_number: 1 },
+        ];
+        let changes = new_values(read, &mut rng);
+        assert_eq!(changes.iter().map(|w| w.id).collect::<Vec<_>>(), [3, 9]);
+        assert_ne!(changes[0].random_number, 5);
+        assert_ne!(changes[1].random_number, 1);
+        let response = stored_per_request(&[9, 3, 9], &changes);
+        assert_eq!(response, [changes[1], changes[0], changes[1]]);
+    }
+
+    /// The checks both backends must pass, on a store whose schema exists.
+    pub(super) async fn exercise(store: &Store) {
+        let one = store.world(1).await.expect("world 1");
+        assert_eq!(one.id, 1);
+        assert!((1..=WORLD_ROWS).contains(&one.random_number));
+        let last = store.world(WORLD_ROWS).await.expect("last world");
+        assert_eq!(last.id, WORLD_ROWS);
+
+        let ids = [5, 17, 5, 9999];
+        let worlds = store.worlds(&ids).await.expect("worlds");
+        assert_eq!(worlds.iter().map(|w| w.id).collect::<Vec<_>>(), ids);
+        assert_eq!(worlds[0], worlds[2]);
+
+        let many: Vec<i32> = (0..500).map(|_| store.random_id()).collect();
+        assert_eq!(store.worlds(&many).await.expect("500 worlds").len(), 500);
+
+        let mut fortunes = store.fortunes().await.expect("fortunes");
+        fortunes.sort_by_key(|f| f.id);
+        assert_eq!(fortunes, seed::seed_fortunes());
+
+        // Updates change the stored rows, and a repeated id shows the one
+        // value that was stored.
+        let ids = [42, 7, 42, 1000, 42];
+        let before = store.worlds(&ids).await.expect("before");
+        let updated = store.update_worlds(&ids).await.expect("update");
+        assert_eq!(updated.iter().map(|w| w.id).collect::<Vec<_>>(), ids);
+        assert_eq!(updated[0], updated[2]);
+        assert_eq!(updated[0], updated[4]);
+        for (old, new) in before.iter().zip(&updated) {
+            assert_ne!(old.random_number, new.random_number, "row {} unchanged", old.id);
+            assert!((1..=WORLD_ROWS).contains(&new.random_number));
+        }
+        let after = store.worlds(&ids).await.expect("after");
+        assert_eq!(after, updated, "response shows the stored values");
+
+        // Concurrent batches touching the same rows all succeed.
+        let batches = (0..8).map(|_| {
+            let store = store.clone();
+            async move { store.update_worlds(&[1, 2, 3, 4, 5, 3]).await }
+        });
+        try_join_all(batches).await.expect("concurrent updates");
+    }
+}

@@ -1,0 +1,375 @@
+//! The callers' side of a connection: what a query call writes and where
+//! its answer arrives.
+//!
+//! Callers ([`Connection::start`]) encode `Bind`+`Execute` straight into the
+//! connection's output buffer, note what answer they expect in the response
+//! queue, and wake the driver. The driver runs after the current tasks have
+//! yielded, so everything queued meanwhile (all reads of one request, and
+//! those of every other request handled in the same tick) goes out with one
+//! `Sync` and one `write`. Each statement stays its own statement (the
+//! server plans, executes and counts it separately); only the transaction
+//! and the round trip are shared.
+//!
+//! This module owns that hand-off: the output buffer and its pending
+//! `Sync`, the response queue of [`Entry`]s (one per expected answer, in the
+//! order the server sends them), and the slab of [`Slot`]s through which the
+//! driver ([`super::driver`]) hands each caller its result and wakes it. It
+//! never touches the socket.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use postgres_protocol::message::frontend;
+use postgres_types::{IsNull, ToSql, Type};
+use slab::Slab;
+
+use super::READ_CHUNK;
+use crate::db::pg::row::Row;
+use crate::db::Error;
+
+/// Query parameters: anything `postgres-types` can encode.
+pub type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// Rows of a simple-protocol query: per row, per column, the value as text
+/// (`None` for NULL).
+pub type TextRows = Vec<Vec<Option<String>>>;
+
+/// A statement prepared on one connection.
+pub(super) struct Prepared {
+    /// Server-side name (`s0`, `s1`, ... in registration order).
+    pub name: String,
+    pub params: Vec<Type>,
+    /// Shared by every row the statement returns.
+    pub columns: Rc<[Type]>,
+    pub write: bool,
+}
+
+/// What a caller gets back.
+#[derive(Default)]
+pub(crate) struct Outcome {
+    /// The first row, kept out of `rest` so single-row reads allocate no
+    /// vector.
+    pub first: Option<Row>,
+    pub rest: Vec<Row>,
+    /// Rows of a simple-protocol query.
+    pub text: TextRows,
+    /// Rows affected, from the command tag.
+    pub affected: u64,
+}
+
+impl Outcome {
+    pub(super) fn push(&mut self, row: Row) {
+        if self.first.is_none() {
+            self.first = Some(row);
+        } else {
+            self.rest.push(row);
+        }
+    }
+
+    /// All rows, in order.
+    pub(crate) fn into_rows(self) -> Vec<Row> {
+        match self.first {
+            None => Vec::new(),
+            Some(first) => {
+                let mut rows = Vec::with_capacity(1 + self.rest.len());
+                rows.push(first);
+                rows.extend(self.rest);
+                rows
+            }
+        }
+    }
+}
+
+/// A caller's place to receive its answer.
+enum Slot {
+    /// The driver still owes an answer.
+    Waiting(Option<Waker>),
+    /// Answered; the caller has not picked it up yet.
+    Ready(Result<Outcome, Error>),
+    /// The caller went away; the driver frees the slot when it is done.
+    Abandoned,
+}
+
+/// One expected answer, in the order the server sends them.
+pub(super) struct Entry {
+    pub kind: EntryKind,
+    /// `None` once the caller has been answered (timeout) or for a `Sync`.
+    pub slot: Option<usize>,
+    /// A read's `Bind`+`Execute`, kept until it is answered so the driver
+    /// can send it again if another caller's error made the server skip it
+    /// (see [`super::driver`]). `None` for writes, `Sync`s and scripts,
+    /// which never share a transaction with another caller.
+    pub msg: Option<Bytes>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum EntryKind {
+    /// `Bind`+`Execute` of prepared statement `stmt`.
+    Statement { stmt: usize, write: bool },
+    /// A `Sync`; its `ReadyForQuery` ends one implicit transaction.
+    Sync,
+    /// A simple-protocol `Query`, which ends with its own `ReadyForQuery`.
+    Simple,
+}
+
+/// State shared by the connection's handle(s) and its driver.
+pub(super) struct State {
+    pub statements: Vec<Prepared>,
+    /// Messages queued by callers since the driver last took them.
+    pub out: RefCell<BytesMut>,
+    /// Whether `out` holds statements not yet followed by a `Sync`.
+    pub unsynced: Cell<bool>,
+    /// Expected answers; callers push, the driver pops.
+    pub queue: RefCell<VecDeque<Entry>>,
+    slots: RefCell<Slab<Slot>>,
+    /// The driver's waker, taken by the first caller that queues work.
+    pub driver: RefCell<Option<Waker>>,
+    pub closed: Cell<bool>,
+    /// The handle is gone: the driver says goodbye and ends.
+    pub released: Cell<bool>,
+    pub timeout: Duration,
+    /// Backing store of the [`Entry::msg`] copies: one allocation shared by
+    /// many small messages instead of one each.
+    retained: RefCell<BytesMut>,
+}
+
+impl State {
+    pub(super) fn new(statements: Vec<Prepared>, timeout: Duration) -> State {
+        State {
+            statements,
+            out: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+            unsynced: Cell::new(false),
+            queue: RefCell::new(VecDeque::with_capacity(256)),
+            slots: RefCell::new(Slab::with_capacity(256)),
+            driver: RefCell::new(None),
+            closed: Cell::new(false),
+            released: Cell::new(false),
+            timeout,
+            retained: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+        }
+    }
+
+    pub(super) fn wake_driver(&self) {
+        if let Some(waker) = self.driver.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// Hands `result` to the caller behind `key`.
+    pub(super) fn resolve(&self, key: usize, result: Result<Outcome, Error>) {
+        let mut slots = self.slots.borrow_mut();
+        let Some(slot) = slots.get_mut(key) else { return };
+        match std::mem::replace(slot, Slot::Ready(result)) {
+            Slot::Waiting(waker) => {
+                drop(slots);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
+            Slot::Abandoned | Slot::Ready(_) => {
+                slots.remove(key);
+            }
+        }
+    }
+
+    /// Whether the caller behind `key` still waits for its answer (it has
+    /// not timed out, been answered, or gone away).
+    pub(super) fn is_waiting(&self, key: usize) -> bool {
+        matches!(self.slots.borrow().get(key), Some(Slot::Waiting(_)))
+    }
+
+    /// A copy of `msg` that shares one buffer with the other retained
+    /// messages.
+    fn retain(&self, msg: &[u8]) -> Bytes {
+        let mut retained = self.retained.borrow_mut();
+        if retained.capacity() < msg.len() {
+            retained.reserve(READ_CHUNK.max(msg.len()));
+        }
+        retained.extend_from_slice(msg);
+        retained.split().freeze()
+    }
+
+    fn new_slot(&self) -> usize {
+        self.slots.borrow_mut().insert(Slot::Waiting(None))
+    }
+
+    /// Adds a `Sync` to `out` if statements are waiting for one.
+    pub(super) fn sync_pending(&self, out: &mut BytesMut, queue: &mut VecDeque<Entry>) {
+        if self.unsynced.replace(false) {
+            frontend::sync(out);
+            queue.push_back(Entry { kind: EntryKind::Sync, slot: None, msg: None });
+        }
+    }
+}
+
+/// The caller's side of one live connection. Dropping it ends the driver.
+pub(crate) struct Connection {
+    state: Rc<State>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.state.released.set(true);
+        self.state.wake_driver();
+    }
+}
+
+impl Connection {
+    pub(super) fn new(state: Rc<State>) -> Connection {
+        Connection { state }
+    }
+
+    /// Whether the connection has been lost; calls on it fail at once.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.closed.get()
+    }
+
+    /// Queues prepared statement `stmt` with `params` and returns the
+    /// future answer. Nothing is awaited here: the statement joins the batch
+    /// the driver sends when the current task yields.
+    pub(crate) fn start(&self, stmt: usize, params: &Params<'_>) -> Result<Call<'_>, Error> {
+        let state = &*self.state;
+        if state.closed.get() {
+            return Err(Error::unavailable());
+        }
+        let prepared = state
+            .statements
+            .get(stmt)
+            .ok_or_else(|| Error::config(format!("statement #{stmt} was not registered with this pool")))?;
+        if params.len() != prepared.params.len() {
+            return Err(Error::query(format!(
+                "statement #{stmt} takes {} parameters, got {}",
+                prepared.params.len(),
+                params.len()
+            )));
+        }
+        let mut out = state.out.borrow_mut();
+        let mut queue = state.queue.borrow_mut();
+        if prepared.write {
+            // A write gets an implicit transaction of its own.
+            state.sync_pending(&mut out, &mut queue);
+        }
+        let mark = out.len();
+        let bound = frontend::bind(
+            "",
+            &prepared.name,
+            Some(1),
+            params.iter().zip(&prepared.params),
+            |(param, ty), buf| match param.to_sql_checked(ty, buf)? {
+                IsNull::No => Ok(postgres_protocol::IsNull::No),
+                IsNull::Yes => Ok(postgres_protocol::IsNull::Yes),
+            },
+            Some(1),
+            &mut out,
+        );
+        if let Err(e) = bound {
+            out.truncate(mark);
+            let context = format!("encoding parameters of statement #{stmt}");
+            return Err(match e {
+                frontend::BindError::Conversion(e) => Error::query(format!("{context}: {e}")).with_source(e),
+                frontend::BindError::Serialization(e) => {
+                    Error::query(format!("{context}: {e}")).with_source(e)
+                }
+            });
+        }
+        if let Err(e) = frontend::execute("", 0, &mut out) {
+            out.truncate(mark);
+            return Err(Error::query(e.to_string()).with_source(e));
+        }
+        let msg = (!prepared.write).then(|| state.retain(&out[mark..]));
+        let slot = state.new_slot();
+        queue.push_back(Entry {
+            kind: EntryKind::Statement { stmt, write: prepared.write },
+            slot: Some(slot),
+            msg,
+        });
+        state.unsynced.set(true);
+        if prepared.write {
+            state.sync_pending(&mut out, &mut queue);
+        }
+        drop((out, queue));
+        state.wake_driver();
+        Ok(Call { state, key: slot, done: false })
+    }
+
+    /// Queues a simple-protocol query (a `;`-separated script, no
+    /// parameters, text results) and returns the future answer.
+    pub(crate) fn start_simple(&self, sql: &str) -> Result<Call<'_>, Error> {
+        let state = &*self.state;
+        if state.closed.get() {
+            return Err(Error::unavailable());
+        }
+        let mut out = state.out.borrow_mut();
+        let mut queue = state.queue.borrow_mut();
+        // Its own transaction, not the open batch's.
+        state.sync_pending(&mut out, &mut queue);
+        frontend::query(sql, &mut out)
+            .map_err(|e| Error::query(format!("invalid SQL text: {e}")).with_source(e))?;
+        let slot = state.new_slot();
+        queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot), msg: None });
+        drop((out, queue));
+        state.wake_driver();
+        Ok(Call { state, key: slot, done: false })
+    }
+}
+
+/// The answer to one queued statement. Dropping it early is fine: the
+/// driver still reads the answer and throws it away.
+pub(crate) struct Call<'a> {
+    state: &'a State,
+    key: usize,
+    done: bool,
+}
+
+impl Future for Call<'_> {
+    type Output = Result<Outcome, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slots = self.state.slots.borrow_mut();
+        match slots.get_mut(self.key) {
+            Some(Slot::Waiting(waker)) => {
+                match waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            Some(Slot::Ready(_)) => {
+                let result = match slots.remove(self.key) {
+                    Slot::Ready(result) => result,
+                    Slot::Waiting(_) | Slot::Abandoned => Err(Error::unavailable()),
+                };
+                drop(slots);
+                self.done = true;
+                Poll::Ready(result)
+            }
+            Some(Slot::Abandoned) | None => {
+                drop(slots);
+                self.done = true;
+                Poll::Ready(Err(Error::unavailable()))
+            }
+        }
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut slots = self.state.slots.borrow_mut();
+        match slots.get_mut(self.key) {
+            Some(slot @ Slot::Waiting(_)) => *slot = Slot::Abandoned,
+            Some(Slot::Ready(_)) => {
+                slots.remove(self.key);
+            }
+            Some(Slot::Abandoned) | None => {}
+        }
+    }
+}
