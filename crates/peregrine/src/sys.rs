@@ -5,6 +5,7 @@
 //! calls the worker's sweep makes on a connection's descriptor from outside
 //! its task). Keeping them here keeps `unsafe` in one reviewed place.
 
+use std::io;
 use std::os::fd::RawFd;
 
 /// Raises this process's soft limit on open files to its hard limit and
@@ -103,4 +104,47 @@ pub(crate) fn has_pending_input(fd: RawFd) -> bool {
     // on a closed or invalid descriptor it fails and writes nothing.
     let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) } == 0;
     ok && pending > 0
+}
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h; the same on x86-64 and
+/// arm64, the architectures this server is built for).
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// Makes the kernel hand each new connection of the `SO_REUSEPORT` group
+/// that `fd` belongs to one of its first `members` sockets, at random.
+///
+/// Without a program the kernel spreads connections over every socket in
+/// the group, including one that another process of the same user binds
+/// later: that process would silently take a share of the connections. A
+/// socket joining later gets an index past `members`, which this program
+/// never returns.
+pub(crate) fn steer_reuseport_group(fd: RawFd, members: u32) -> io::Result<()> {
+    // A = random u32; A = A % members; return A.
+    let mut program = [
+        libc::sock_filter {
+            code: 0x20, // BPF_LD | BPF_W | BPF_ABS
+            jt: 0,
+            jf: 0,
+            k: (libc::SKF_AD_OFF + libc::SKF_AD_RANDOM) as u32,
+        },
+        libc::sock_filter { code: 0x94, jt: 0, jf: 0, k: members.max(1) }, // BPF_ALU | BPF_MOD | BPF_K
+        libc::sock_filter { code: 0x16, jt: 0, jf: 0, k: 0 },              // BPF_RET | BPF_A
+    ];
+    let fprog = libc::sock_fprog { len: program.len() as libc::c_ushort, filter: program.as_mut_ptr() };
+    // SAFETY: `fprog` points at `program`, which outlives the call; the
+    // kernel copies the program and reads exactly `len` instructions.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

@@ -10,6 +10,7 @@ mod accept;
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -123,12 +124,20 @@ impl Server {
         // Bind every listener before starting anything, so a busy port is
         // reported at once. With port 0 the first bind picks the port and
         // the others join it.
+        if addr.port() != 0 {
+            ensure_port_free(addr)?;
+        }
         let first = bind(addr, config.backlog)?;
         let local_addr = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..count {
             listeners.push(bind(local_addr, config.backlog)?);
         }
+        // Only these listeners take connections, even if another process
+        // joins the port's group later.
+        sys::steer_reuseport_group(listeners[0].as_raw_fd(), count as u32).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot steer connections on {local_addr}: {e}"))
+        })?;
 
         let cpus = allowed_cpus();
         let app = Arc::new(app);
@@ -221,6 +230,25 @@ impl ServerHandle {
             let _ = thread.join();
         }
     }
+}
+
+/// Fails if anything listens on `addr` already. Our listeners share the
+/// port through `SO_REUSEPORT`, which would let a second server of the same
+/// user bind it without error and take half the connections; a probe bound
+/// without that option meets the conflict the kernel would otherwise hide.
+fn ensure_port_free(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Connections of an earlier run waiting in TIME_WAIT do not make the
+    // port busy.
+    probe.set_reuse_address(true)?;
+    probe.bind(&addr.into()).map_err(|e| {
+        let why = if e.kind() == io::ErrorKind::AddrInUse {
+            "the address is already in use (is another server running on it?)".to_owned()
+        } else {
+            e.to_string()
+        };
+        io::Error::new(e.kind(), format!("cannot listen on {addr}: {why}"))
+    })
 }
 
 fn bind(addr: SocketAddr, backlog: u32) -> io::Result<StdListener> {
