@@ -62,8 +62,10 @@ impl Method {
     }
 }
 
-/// HTTP version of a request.
+/// HTTP version of a request. Non-exhaustive: protocols to come add
+/// versions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Version {
     /// `HTTP/1.0`
     Http10,
