@@ -72,5 +72,5 @@ pub use extract::{FromRequest, Path, Query, State};
 pub use http::{Method, StatusCode, Version};
 pub use request::Request;
 pub use response::{Content, Html, IntoResponse, Json, Response, ResponseWriter};
-pub use router::Router;
+pub use router::{IntoEndpoint, Router};
 pub use server::{IntoApp, Server, ServerHandle, WorkerInfo};

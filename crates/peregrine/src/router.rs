@@ -39,7 +39,8 @@ struct Route<S> {
 }
 
 struct MethodEndpoint<S> {
-    method: Method,
+    /// `None`: every method ([`Router::any`]).
+    method: Option<Method>,
     pattern: Pattern,
     endpoint: Endpoint<S>,
 }
@@ -63,7 +64,7 @@ impl<S> std::fmt::Debug for Router<S> {
         let mut list = f.debug_list();
         for route in &self.routes {
             for e in &route.endpoints {
-                list.entry(&format_args!("{} {}", e.method.as_str(), e.pattern.text));
+                list.entry(&format_args!("{} {}", e.method.map_or("ANY", Method::as_str), e.pattern.text));
             }
         }
         list.finish()
@@ -94,13 +95,21 @@ impl<S: 'static> Router<S> {
         &self.state
     }
 
-    /// Adds a synchronous handler for `method` and `pattern`.
+    /// Adds a handler for `method` and `pattern`: a synchronous one, an
+    /// asynchronous one, or one that streams the request body (it takes
+    /// [`Body`](crate::Body) last); see [`IntoEndpoint`].
     ///
     /// # Panics
     /// On an invalid pattern or a duplicate route: both are programming
     /// errors found at start-up, never at request time.
-    pub fn route<A>(self, method: Method, pattern: &str, handler: impl Handler<S, A>) -> Router<S> {
-        self.add(method, pattern, Endpoint::Sync(Box::new(move |req, state, w| handler.call(req, state, w))))
+    pub fn route<M>(self, method: Method, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        handler.add_to(self, Some(method), pattern)
+    }
+
+    /// Adds a synchronous handler (it runs inline and writes straight into
+    /// the output). [`Router::route`] accepts it too.
+    pub fn route_sync<A>(self, method: Method, pattern: &str, handler: impl Handler<S, A>) -> Router<S> {
+        self.add_sync(Some(method), pattern, handler)
     }
 
     /// Adds an asynchronous handler for `method` and `pattern`.
@@ -110,13 +119,40 @@ impl<S: 'static> Router<S> {
         pattern: &str,
         handler: impl AsyncHandler<S, A>,
     ) -> Router<S> {
-        self.add(method, pattern, Endpoint::Async(Box::new(move |req, state| handler.call(req, state))))
+        self.add_async(Some(method), pattern, handler)
     }
 
     /// Adds an asynchronous handler that streams the request body.
     pub fn route_stream<A, H: StreamHandler<S, A>>(
         self,
         method: Method,
+        pattern: &str,
+        handler: H,
+    ) -> Router<S> {
+        self.add_stream(Some(method), pattern, handler)
+    }
+
+    pub(crate) fn add_sync<A>(
+        self,
+        method: Option<Method>,
+        pattern: &str,
+        handler: impl Handler<S, A>,
+    ) -> Router<S> {
+        self.add(method, pattern, Endpoint::Sync(Box::new(move |req, state, w| handler.call(req, state, w))))
+    }
+
+    pub(crate) fn add_async<A>(
+        self,
+        method: Option<Method>,
+        pattern: &str,
+        handler: impl AsyncHandler<S, A>,
+    ) -> Router<S> {
+        self.add(method, pattern, Endpoint::Async(Box::new(move |req, state| handler.call(req, state))))
+    }
+
+    pub(crate) fn add_stream<A, H: StreamHandler<S, A>>(
+        self,
+        method: Option<Method>,
         pattern: &str,
         handler: H,
     ) -> Router<S> {
@@ -128,33 +164,86 @@ impl<S: 'static> Router<S> {
         )
     }
 
-    /// `GET` with a synchronous handler.
-    pub fn get<A>(self, pattern: &str, handler: impl Handler<S, A>) -> Router<S> {
+    /// `GET` (and `HEAD`, without the body, unless a `HEAD` route exists).
+    pub fn get<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
         self.route(Method::Get, pattern, handler)
     }
 
-    /// `POST` with a synchronous handler (the body is buffered).
-    pub fn post<A>(self, pattern: &str, handler: impl Handler<S, A>) -> Router<S> {
+    /// `POST`.
+    pub fn post<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
         self.route(Method::Post, pattern, handler)
     }
 
-    /// `GET` with an asynchronous handler.
+    /// `PUT`.
+    pub fn put<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        self.route(Method::Put, pattern, handler)
+    }
+
+    /// `DELETE`.
+    pub fn delete<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        self.route(Method::Delete, pattern, handler)
+    }
+
+    /// `PATCH`.
+    pub fn patch<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        self.route(Method::Patch, pattern, handler)
+    }
+
+    /// `OPTIONS`.
+    pub fn options<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        self.route(Method::Options, pattern, handler)
+    }
+
+    /// Every method, including ones this server has no name for; a route
+    /// for a specific method on the same pattern takes precedence.
+    pub fn any<M>(self, pattern: &str, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        handler.add_to(self, None, pattern)
+    }
+
+    /// `GET` with an asynchronous handler; the same as [`Router::get`].
     pub fn get_async<A>(self, pattern: &str, handler: impl AsyncHandler<S, A>) -> Router<S> {
         self.route_async(Method::Get, pattern, handler)
     }
 
-    /// `POST` with an asynchronous handler (the body is buffered).
+    /// `POST` with an asynchronous handler; the same as [`Router::post`].
     pub fn post_async<A>(self, pattern: &str, handler: impl AsyncHandler<S, A>) -> Router<S> {
         self.route_async(Method::Post, pattern, handler)
     }
 
-    /// `POST` with a handler that reads the body as a stream.
+    /// `POST` with a handler that reads the body as a stream; the same as
+    /// [`Router::post`].
     pub fn post_stream<A, H: StreamHandler<S, A>>(self, pattern: &str, handler: H) -> Router<S> {
         self.route_stream(Method::Post, pattern, handler)
     }
 
-    fn add(mut self, method: Method, pattern: &str, endpoint: Endpoint<S>) -> Router<S> {
-        assert!(method != Method::Other, "routes need a standard method");
+    /// Adds every route of `child` under `prefix` (`"/api"` turns the
+    /// child's `/notes/{id}` into `/api/notes/{id}`; the child's `/` becomes
+    /// `/api`). The child's state is dropped: its handlers get this router's
+    /// state, which is why both have the same state type.
+    ///
+    /// # Panics
+    /// If `prefix` does not start with `/`, ends with `/`, or a nested route
+    /// duplicates one already here.
+    pub fn nest(mut self, prefix: &str, child: Router<S>) -> Router<S> {
+        assert!(
+            prefix.starts_with('/') && !prefix.ends_with('/') && prefix.len() > 1,
+            "nest prefix {prefix:?} must start with '/' and not end with one"
+        );
+        for route in child.routes {
+            for e in route.endpoints {
+                let pattern = if e.pattern.text.as_ref() == "/" {
+                    prefix.to_owned()
+                } else {
+                    format!("{prefix}{}", e.pattern.text)
+                };
+                self = self.add(e.method, &pattern, e.endpoint);
+            }
+        }
+        self
+    }
+
+    fn add(mut self, method: Option<Method>, pattern: &str, endpoint: Endpoint<S>) -> Router<S> {
+        assert!(method != Some(Method::Other), "routes need a standard method");
         let pattern = Pattern::parse(pattern);
         let route = match self.routes.iter_mut().position(|r| r.shape.same_shape(&pattern)) {
             Some(i) => &mut self.routes[i],
@@ -171,7 +260,7 @@ impl<S: 'static> Router<S> {
         assert!(
             !route.endpoints.iter().any(|e| e.method == method),
             "duplicate route {} {}",
-            method.as_str(),
+            method.map_or("ANY", Method::as_str),
             pattern.text
         );
         route.endpoints.push(MethodEndpoint { method, pattern, endpoint });
@@ -187,16 +276,11 @@ impl<S: 'static> Router<S> {
             if !route.shape.matches(path) {
                 continue;
             }
-            let exact = route.endpoints.iter().find(|e| e.method == method);
-            let found = match exact {
-                Some(e) => e,
-                None if method == Method::Head => {
-                    match route.endpoints.iter().find(|e| e.method == Method::Get) {
-                        Some(e) => e,
-                        None => return Lookup::MethodNotAllowed { allow: &route.allow },
-                    }
-                }
-                None => return Lookup::MethodNotAllowed { allow: &route.allow },
+            let for_method = |m: Method| route.endpoints.iter().find(|e| e.method == Some(m));
+            let any = || route.endpoints.iter().find(|e| e.method.is_none());
+            let head_as_get = || (method == Method::Head).then(|| for_method(Method::Get)).flatten();
+            let Some(found) = for_method(method).or_else(head_as_get).or_else(any) else {
+                return Lookup::MethodNotAllowed { allow: &route.allow };
             };
             return Lookup::Found {
                 endpoint: &found.endpoint,
@@ -208,12 +292,59 @@ impl<S: 'static> Router<S> {
 }
 
 fn allow_header<S>(endpoints: &[MethodEndpoint<S>]) -> String {
-    let has = |m: Method| endpoints.iter().any(|e| e.method == m);
-    let mut methods: Vec<&str> = endpoints.iter().map(|e| e.method.as_str()).collect();
+    let has = |m: Method| endpoints.iter().any(|e| e.method == Some(m));
+    let mut methods: Vec<&str> = endpoints.iter().filter_map(|e| e.method.map(Method::as_str)).collect();
     if has(Method::Get) && !has(Method::Head) {
         methods.push("HEAD");
     }
     methods.join(", ")
+}
+
+/// Anything [`Router::route`](crate::Router::route) and its method
+/// shorthands accept: a synchronous handler ([`Handler`](crate::handler::Handler)), an asynchronous
+/// one ([`AsyncHandler`](crate::handler::AsyncHandler)) or a streaming one ([`StreamHandler`](crate::handler::StreamHandler)). `M` is
+/// inferred (a marker and the argument types); users never name it.
+///
+/// Only one of the three can apply to a given function: a synchronous
+/// handler returns an [`IntoResponse`](crate::IntoResponse), an asynchronous one a future of
+/// one, a streaming one takes [`Body`](crate::Body) last.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a peregrine handler",
+    label = "not a handler",
+    note = "a handler is a function whose arguments implement `FromRequest` (or that takes `&Request` alone) and that returns an `IntoResponse`, or a future of one; a streaming handler takes `Body` as its last argument and returns a future"
+)]
+pub trait IntoEndpoint<S, M>: Sized + 'static {
+    /// Registers the handler for `method` (every method when `None`).
+    #[doc(hidden)]
+    fn add_to(self, router: Router<S>, method: Option<Method>, pattern: &str) -> Router<S>;
+}
+
+/// [`IntoEndpoint`] marker of synchronous handlers.
+#[derive(Debug)]
+pub enum IsSync {}
+/// [`IntoEndpoint`] marker of asynchronous handlers.
+#[derive(Debug)]
+pub enum IsAsync {}
+/// [`IntoEndpoint`] marker of streaming handlers.
+#[derive(Debug)]
+pub enum IsStream {}
+
+impl<S: 'static, A, H: Handler<S, A>> IntoEndpoint<S, (IsSync, A)> for H {
+    fn add_to(self, router: Router<S>, method: Option<Method>, pattern: &str) -> Router<S> {
+        router.add_sync(method, pattern, self)
+    }
+}
+
+impl<S: 'static, A, H: AsyncHandler<S, A>> IntoEndpoint<S, (IsAsync, A)> for H {
+    fn add_to(self, router: Router<S>, method: Option<Method>, pattern: &str) -> Router<S> {
+        router.add_async(method, pattern, self)
+    }
+}
+
+impl<S: 'static, A, H: StreamHandler<S, A>> IntoEndpoint<S, (IsStream, A)> for H {
+    fn add_to(self, router: Router<S>, method: Option<Method>, pattern: &str) -> Router<S> {
+        router.add_stream(method, pattern, self)
+    }
 }
 
 #[cfg(test)]
