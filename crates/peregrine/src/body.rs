@@ -30,6 +30,33 @@ pub(crate) trait BodySource {
     fn bytes_read(&self) -> u64;
 }
 
+/// A body already in memory, handed out as a stream (a streaming handler
+/// behind middleware, which buffers the body).
+pub(crate) struct MemoryBody {
+    bytes: Vec<u8>,
+    read: std::cell::Cell<usize>,
+}
+
+impl MemoryBody {
+    pub(crate) fn new(bytes: Vec<u8>) -> MemoryBody {
+        MemoryBody { bytes, read: std::cell::Cell::new(0) }
+    }
+}
+
+impl BodySource for MemoryBody {
+    fn read<'a>(&'a self, buf: &'a mut [u8]) -> ReadFuture<'a> {
+        let at = self.read.get();
+        let n = buf.len().min(self.bytes.len() - at);
+        buf[..n].copy_from_slice(&self.bytes[at..at + n]);
+        self.read.set(at + n);
+        Box::pin(std::future::ready(Ok(n)))
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.read.get() as u64
+    }
+}
+
 /// A request body being streamed to a handler.
 pub struct Body {
     source: Rc<dyn BodySource>,

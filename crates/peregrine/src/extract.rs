@@ -144,3 +144,19 @@ impl<S> FromRequest<S> for Method {
         Ok(req.method())
     }
 }
+
+/// A value middleware attached to the request
+/// ([`OwnedRequest::extensions_mut`](crate::OwnedRequest::extensions_mut)),
+/// cloned out. A route whose middleware did not attach one answers `500`:
+/// the application is wired wrongly, not the client.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extension<T>(pub T);
+
+impl<S, T: Clone + 'static> FromRequest<S> for Extension<T> {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        req.extensions().and_then(|e| e.get::<T>()).cloned().map(Extension).ok_or_else(|| {
+            tracing::error!(extension = std::any::type_name::<T>(), "no middleware attached this extension");
+            Error::internal("missing request extension")
+        })
+    }
+}

@@ -49,12 +49,14 @@ pub mod cache;
 pub mod config;
 pub mod db;
 pub mod error;
+mod extensions;
 pub mod extract;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handler;
 mod http;
+pub mod middleware;
 mod pattern;
 mod pipeline;
 mod proto;
@@ -68,9 +70,10 @@ mod worker;
 pub use body::Body;
 pub use config::Config;
 pub use error::Error;
-pub use extract::{FromRequest, Path, Query, State};
+pub use extensions::Extensions;
+pub use extract::{Extension, FromRequest, Path, Query, State};
 pub use http::{Method, StatusCode, Version};
-pub use request::Request;
+pub use request::{OwnedRequest, Request};
 pub use response::{Content, Html, IntoResponse, Json, Response, ResponseWriter};
 pub use router::{IntoEndpoint, Router};
 pub use server::{IntoApp, Server, ServerHandle, WorkerInfo};

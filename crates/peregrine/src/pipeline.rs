@@ -12,15 +12,19 @@
 //! protocol, and nothing above it (router, extractors, handlers) does either.
 
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 
 use futures_util::FutureExt;
 
+use crate::body::{Body, MemoryBody};
 use crate::handler::{BodyConsumer, ResponseFuture};
 use crate::http::Method;
-use crate::request::Request;
+use crate::middleware::Next;
+use crate::pattern::Pattern;
+use crate::request::{OwnedRequest, Params, Request};
 use crate::response::canned::{self, Canned};
 use crate::response::{IntoResponse, Response, ResponseWriter};
-use crate::router::{Endpoint, Lookup, Router};
+use crate::router::{Endpoint, Layered, Lookup, Router};
 
 /// How the endpoint a request was routed to wants its body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +47,8 @@ pub(crate) fn route<'a, S: 'static>(
     let lookup = router.lookup(method, path);
     let body = match &lookup {
         Lookup::Found { endpoint: Endpoint::Stream(_), .. } => BodyUse::Streamed,
+        // Middleware sees the whole request, body included.
+        Lookup::Found { endpoint: Endpoint::Layered(_), .. } => BodyUse::Buffered,
         Lookup::Found { .. } => BodyUse::Buffered,
         Lookup::MethodNotAllowed { .. } | Lookup::NotFound => BodyUse::Unrouted,
     };
@@ -62,12 +68,13 @@ pub(crate) enum Dispatched {
 
 /// Runs the endpoint for a request whose body (if any) is in memory.
 #[inline]
-pub(crate) fn dispatch<S>(
+pub(crate) fn dispatch<S: 'static>(
     lookup: &Lookup<'_, S>,
     req: &Request<'_>,
-    state: &S,
+    router: &Rc<Router<S>>,
     w: &mut ResponseWriter<'_>,
 ) -> Dispatched {
+    let state = router.state();
     match lookup {
         Lookup::Found { endpoint: Endpoint::Sync(handler), .. } => {
             let checkpoint = w.checkpoint();
@@ -82,6 +89,9 @@ pub(crate) fn dispatch<S>(
             Dispatched::Written
         }
         Lookup::Found { endpoint: Endpoint::Async(handler), .. } => Dispatched::Pending(handler(req, state)),
+        Lookup::Found { endpoint: Endpoint::Layered(layered), .. } => {
+            Dispatched::Pending(run_layered(layered, req, router))
+        }
         Lookup::Found { endpoint: Endpoint::Stream(_), .. } => {
             // A driver hands streaming routes to `prepare_stream`; answering
             // here keeps this total without a panic.
@@ -111,6 +121,61 @@ pub(crate) fn prepare_stream<S>(
         Lookup::Found { endpoint: Endpoint::Stream(prepare), .. } => prepare(req, state),
         _ => Err(Response::canned(canned::NOT_FOUND)),
     }
+}
+
+/// Starts the middleware chain of a layered endpoint on a copy of `req`.
+fn run_layered<S: 'static>(
+    layered: &Layered<S>,
+    req: &Request<'_>,
+    router: &Rc<Router<S>>,
+) -> ResponseFuture {
+    let owned = OwnedRequest::from_request(req);
+    let (inner, pattern, router) =
+        (Rc::clone(&layered.inner), Rc::clone(&layered.pattern), Rc::clone(router));
+    let endpoint: Rc<dyn Fn(OwnedRequest) -> ResponseFuture> =
+        Rc::new(move |req| run_inner(Rc::clone(&inner), Rc::clone(&pattern), Rc::clone(&router), req));
+    Box::pin(Next::new(Rc::clone(&layered.chain), endpoint).run(owned))
+}
+
+/// What a handler behind middleware gave back when called.
+enum Started {
+    Done(Response),
+    Pending(ResponseFuture),
+}
+
+/// Runs the endpoint behind a middleware chain on the (possibly changed)
+/// owned request; its answer is an owned [`Response`] the middleware sees.
+fn run_inner<S: 'static>(
+    inner: Rc<Endpoint<S>>,
+    pattern: Rc<Pattern>,
+    router: Rc<Router<S>>,
+    req: OwnedRequest,
+) -> ResponseFuture {
+    Box::pin(async move {
+        let state = router.state();
+        let params = Some(Params { pattern: &pattern, path: req.path() });
+        let started = req.with_view(params, |view| match &*inner {
+            Endpoint::Sync(handler) => {
+                let mut slot = None;
+                handler(view, state, &mut ResponseWriter::owned(&mut slot));
+                Started::Done(slot.unwrap_or_else(|| Response::canned(canned::HANDLER_PANICKED)))
+            }
+            Endpoint::Async(handler) => Started::Pending(handler(view, state)),
+            Endpoint::Stream(prepare) => match prepare(view, state) {
+                Ok(consumer) => {
+                    let body = Rc::new(MemoryBody::new(req.body().to_vec()));
+                    Started::Pending(consumer(Body::new(body)))
+                }
+                Err(response) => Started::Done(response),
+            },
+            // Layers stack in one chain; an inner endpoint is never layered.
+            Endpoint::Layered(_) => Started::Done(Response::canned(canned::HANDLER_PANICKED)),
+        });
+        match started {
+            Started::Done(response) => response,
+            Started::Pending(fut) => fut.await,
+        }
+    })
 }
 
 /// Awaits a handler, turning a panic into a `500` for this request only.

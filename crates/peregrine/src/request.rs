@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use crate::http::{Method, Version};
+use crate::extensions::Extensions;
+use crate::http::{Header, Method, Version};
 use crate::pattern::Pattern;
 pub use crate::pattern::MAX_PATH_PARAMS;
 
@@ -40,10 +41,12 @@ pub struct Request<'r> {
     pub(crate) path: &'r str,
     pub(crate) query: Option<&'r str>,
     pub(crate) version: Version,
-    pub(crate) headers: &'r [crate::http::Header<'r>],
+    pub(crate) headers: &'r [Header<'r>],
     /// The matched route's parameters (`None` when no route matched).
     pub(crate) params: Option<Params<'r>>,
     pub(crate) body: &'r [u8],
+    /// What middleware attached (`None` on routes without middleware).
+    pub(crate) extensions: Option<&'r Extensions>,
 }
 
 impl<'r> Request<'r> {
@@ -116,10 +119,143 @@ impl<'r> Request<'r> {
         })
     }
 
+    /// What middleware attached to the request (empty without middleware).
+    pub fn extensions(&self) -> Option<&'r Extensions> {
+        self.extensions
+    }
+
     /// The request body, for routes whose bodies are buffered (all but
     /// streaming routes). Chunked bodies arrive here already decoded.
     pub fn body(&self) -> &'r [u8] {
         self.body
+    }
+}
+
+/// A request that owns its parts, for middleware: it outlives the read
+/// buffer, so it can cross `.await`s, and middleware can change it before
+/// the handler sees it. Routes without middleware never build one.
+#[derive(Debug)]
+pub struct OwnedRequest {
+    method: Method,
+    method_str: Box<str>,
+    path: Box<str>,
+    query: Option<Box<str>>,
+    version: Version,
+    headers: Vec<(Box<str>, Box<[u8]>)>,
+    body: Vec<u8>,
+    extensions: Extensions,
+}
+
+impl OwnedRequest {
+    /// Copies `req`.
+    pub(crate) fn from_request(req: &Request<'_>) -> OwnedRequest {
+        OwnedRequest {
+            method: req.method,
+            method_str: req.method_str.into(),
+            path: req.path.into(),
+            query: req.query.map(Into::into),
+            version: req.version,
+            headers: req.headers.iter().map(|h| (h.name.into(), h.value.into())).collect(),
+            body: req.body.to_vec(),
+            extensions: Extensions::new(),
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The method token as sent.
+    pub fn method_str(&self) -> &str {
+        &self.method_str
+    }
+
+    /// The path as sent, still percent-encoded, without the query.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The raw query string, without the `?`.
+    pub fn query_string(&self) -> Option<&str> {
+        self.query.as_deref()
+    }
+
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The first value of a header, matched case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| &v[..])
+    }
+
+    /// The first value of a header as text, if it is valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// All headers in order, as (name, value).
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers.iter().map(|(n, v)| (&n[..], &v[..]))
+    }
+
+    /// Sets a header, replacing every field of that name. Returns `false`,
+    /// changing nothing, for a name that is not a token or a value with CR,
+    /// LF or NUL.
+    pub fn set_header(&mut self, name: &str, value: &[u8]) -> bool {
+        let value_ok = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
+        if !crate::response::headers::is_token(name) || !value_ok {
+            return false;
+        }
+        self.remove_header(name);
+        self.headers.push((name.into(), value.into()));
+        true
+    }
+
+    /// Removes every header called `name`.
+    pub fn remove_header(&mut self, name: &str) {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+
+    /// The body (routes with middleware always have it in memory).
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body, to change.
+    pub fn body_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.body
+    }
+
+    /// What earlier middleware attached.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
+    /// Attach values for later middleware and the handler
+    /// ([`Extension`](crate::extract::Extension)).
+    pub fn extensions_mut(&mut self) -> &mut Extensions {
+        &mut self.extensions
+    }
+
+    /// Runs `f` on a borrowed view of this request, as handlers see it.
+    pub(crate) fn with_view<T>(&self, params: Option<Params<'_>>, f: impl FnOnce(&Request<'_>) -> T) -> T {
+        let headers: Vec<Header<'_>> =
+            self.headers.iter().map(|(n, v)| Header { name: n, value: v }).collect();
+        let view = Request {
+            method: self.method,
+            method_str: &self.method_str,
+            path: &self.path,
+            query: self.query.as_deref(),
+            version: self.version,
+            headers: &headers,
+            params,
+            body: &self.body,
+            extensions: Some(&self.extensions),
+        };
+        f(&view)
     }
 }
 

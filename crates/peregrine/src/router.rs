@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use crate::handler::{AsyncHandler, Handler, StreamHandler};
 use crate::http::Method;
+use crate::middleware::Middleware;
 use crate::pattern::Pattern;
 use crate::request::{Params, Request};
 use crate::response::ResponseWriter;
@@ -27,6 +28,35 @@ pub(crate) enum Endpoint<S> {
     Sync(SyncFn<S>),
     Async(AsyncFn<S>),
     Stream(StreamFn<S>),
+    /// An endpoint behind middleware.
+    Layered(Layered<S>),
+}
+
+/// An endpoint and the middleware around it, outermost first.
+pub(crate) struct Layered<S> {
+    pub(crate) chain: Rc<[Rc<dyn Middleware>]>,
+    /// Never itself `Layered`: layers stack in `chain`.
+    pub(crate) inner: Rc<Endpoint<S>>,
+    /// The pattern the endpoint was registered with, for its parameters.
+    pub(crate) pattern: Rc<Pattern>,
+}
+
+impl<S> Endpoint<S> {
+    /// This endpoint with `layer` outside whatever middleware it has.
+    fn layered(self, layer: Rc<dyn Middleware>, pattern: &Pattern) -> Endpoint<S> {
+        match self {
+            Endpoint::Layered(l) => {
+                let chain: Vec<Rc<dyn Middleware>> =
+                    std::iter::once(layer).chain(l.chain.iter().cloned()).collect();
+                Endpoint::Layered(Layered { chain: chain.into(), ..l })
+            }
+            inner => Endpoint::Layered(Layered {
+                chain: vec![layer].into(),
+                inner: Rc::new(inner),
+                pattern: Rc::new(pattern.clone()),
+            }),
+        }
+    }
 }
 
 /// All endpoints whose patterns match the same paths, one per method.
@@ -216,6 +246,37 @@ impl<S: 'static> Router<S> {
         self.route_stream(Method::Post, pattern, handler)
     }
 
+    /// Wraps every route registered so far in `layer`; layers added later
+    /// run first. See [`crate::middleware`].
+    pub fn layer(mut self, layer: impl Middleware) -> Router<S> {
+        let layer: Rc<dyn Middleware> = Rc::new(layer);
+        for route in &mut self.routes {
+            route.endpoints = std::mem::take(&mut route.endpoints)
+                .into_iter()
+                .map(|e| MethodEndpoint {
+                    endpoint: e.endpoint.layered(Rc::clone(&layer), &e.pattern),
+                    method: e.method,
+                    pattern: e.pattern,
+                })
+                .collect();
+        }
+        self
+    }
+
+    /// Adds every route of `other` (with its middleware) to this router.
+    /// `other`'s state is dropped, as in [`Router::nest`].
+    ///
+    /// # Panics
+    /// If a route of `other` duplicates one already here.
+    pub fn merge(mut self, other: Router<S>) -> Router<S> {
+        for route in other.routes {
+            for e in route.endpoints {
+                self = self.add(e.method, &e.pattern.text.clone(), e.endpoint);
+            }
+        }
+        self
+    }
+
     /// Adds every route of `child` under `prefix` (`"/api"` turns the
     /// child's `/notes/{id}` into `/api/notes/{id}`; the child's `/` becomes
     /// `/api`). The child's state is dropped: its handlers get this router's
@@ -263,6 +324,12 @@ impl<S: 'static> Router<S> {
             method.map_or("ANY", Method::as_str),
             pattern.text
         );
+        // Middleware reads parameters with the pattern the endpoint ends up
+        // under (nesting adds a prefix).
+        let endpoint = match endpoint {
+            Endpoint::Layered(l) => Endpoint::Layered(Layered { pattern: Rc::new(pattern.clone()), ..l }),
+            other => other,
+        };
         route.endpoints.push(MethodEndpoint { method, pattern, endpoint });
         route.allow = allow_header(&route.endpoints);
         // Static routes first, so a literal path beats a pattern.

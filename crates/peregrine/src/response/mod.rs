@@ -16,6 +16,7 @@ use crate::http::StatusCode;
 
 pub(crate) mod canned;
 pub(crate) mod headers;
+mod owned;
 mod writer;
 
 use headers::{is_managed_header, is_valid_header};
@@ -132,6 +133,54 @@ impl Response {
             response.headers.push((Cow::Borrowed(name), Cow::Owned(value.to_owned())));
         }
         response
+    }
+
+    /// Sets the status in place (for middleware).
+    pub fn set_status(&mut self, status: StatusCode) {
+        self.status = status;
+    }
+
+    /// Sets a header in place, replacing any of the same name (for
+    /// middleware). Returns `false`, changing nothing, for a header that
+    /// could inject others (see [`Response::header`]) or one the server
+    /// writes itself.
+    pub fn set_header(
+        &mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> bool {
+        let (name, value) = (name.into(), value.into());
+        if !is_valid_header(&name, &value) || is_managed_header(&name) {
+            return false;
+        }
+        if name.eq_ignore_ascii_case("content-type") {
+            self.content_type = value;
+        } else {
+            self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+            self.headers.push((name, value));
+        }
+        true
+    }
+
+    /// Removes every header called `name` (not the content type).
+    pub fn remove_header(&mut self, name: &str) {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+
+    /// The extra headers, in order (the content type is
+    /// [`Response::header_value`]`("content-type")`).
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()))
+    }
+
+    /// Replaces the body (for middleware, such as compression).
+    pub fn set_body(&mut self, body: impl Into<Cow<'static, [u8]>>) {
+        self.body = body.into();
+    }
+
+    /// Takes the body out, leaving it empty.
+    pub fn take_body(&mut self) -> Cow<'static, [u8]> {
+        std::mem::replace(&mut self.body, Cow::Borrowed(b""))
     }
 
     /// The status.

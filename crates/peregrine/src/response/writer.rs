@@ -20,6 +20,7 @@ use std::convert::Infallible;
 use std::fmt;
 
 use super::canned::{Canned, INVALID_RESPONSE_HEADER};
+use super::owned::OwnedEncoder;
 use super::TEXT_UTF8;
 use crate::http::StatusCode;
 use crate::proto::h1::encode::{Encoder as Http1Encoder, WriteError};
@@ -38,12 +39,16 @@ pub struct ResponseWriter<'a> {
 /// The protocol a response is encoded for.
 enum Encoding<'a> {
     Http1(Http1Encoder<'a>),
+    /// Not a protocol: an owned [`Response`](super::Response) for
+    /// middleware to see before the connection's encoder writes it.
+    Owned(OwnedEncoder<'a>),
 }
 
 impl fmt::Debug for ResponseWriter<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let protocol = match self.encoding {
             Encoding::Http1(_) => "HTTP/1.1",
+            Encoding::Owned(_) => "owned",
         };
         f.debug_struct("ResponseWriter").field("protocol", &protocol).finish_non_exhaustive()
     }
@@ -56,10 +61,16 @@ impl<'a> ResponseWriter<'a> {
         ResponseWriter { encoding: Encoding::Http1(encoder) }
     }
 
+    /// A writer that builds an owned response into `slot`.
+    pub(crate) fn owned(slot: &'a mut Option<super::Response>) -> ResponseWriter<'a> {
+        ResponseWriter { encoding: Encoding::Owned(OwnedEncoder::new(slot)) }
+    }
+
     /// Whether the connection closes after this response.
     pub fn closes_connection(&self) -> bool {
         match &self.encoding {
             Encoding::Http1(e) => e.closes_connection(),
+            Encoding::Owned(_) => false,
         }
     }
 
@@ -72,10 +83,11 @@ impl<'a> ResponseWriter<'a> {
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         body: &[u8],
     ) {
-        let written = match &mut self.encoding {
-            Encoding::Http1(e) => e.write(status, content_type, headers, body),
+        let valid = match &mut self.encoding {
+            Encoding::Http1(e) => e.write(status, content_type, headers, body).is_ok(),
+            Encoding::Owned(e) => e.write(status, content_type, headers, body.to_vec()).is_ok(),
         };
-        if written.is_err() {
+        if !valid {
             self.refuse_invalid_header();
         }
     }
@@ -97,6 +109,15 @@ impl<'a> ResponseWriter<'a> {
     ) -> Result<(), E> {
         let written = match &mut self.encoding {
             Encoding::Http1(e) => e.write_with(status, content_type, headers, size_hint, write_body),
+            Encoding::Owned(e) => {
+                let mut body = Vec::with_capacity(size_hint);
+                match write_body(&mut body) {
+                    Err(err) => Err(WriteError::Body(err)),
+                    Ok(()) => {
+                        e.write(status, content_type, headers, body).map_err(|_| WriteError::InvalidHeader)
+                    }
+                }
+            }
         };
         match written {
             Ok(()) => Ok(()),
@@ -113,6 +134,7 @@ impl<'a> ResponseWriter<'a> {
     pub(crate) fn checkpoint(&self) -> usize {
         match &self.encoding {
             Encoding::Http1(e) => e.written(),
+            Encoding::Owned(e) => e.written(),
         }
     }
 
@@ -121,6 +143,7 @@ impl<'a> ResponseWriter<'a> {
     pub(crate) fn rollback(&mut self, checkpoint: usize) {
         match &mut self.encoding {
             Encoding::Http1(e) => e.truncate(checkpoint),
+            Encoding::Owned(e) => e.truncate(checkpoint),
         }
     }
 
@@ -128,6 +151,9 @@ impl<'a> ResponseWriter<'a> {
     pub(crate) fn close_connection(&mut self) {
         match &mut self.encoding {
             Encoding::Http1(e) => e.close_connection(),
+            // The connection's own writer decides; a panic behind
+            // middleware answers 500 and the connection goes on.
+            Encoding::Owned(_) => {}
         }
     }
 

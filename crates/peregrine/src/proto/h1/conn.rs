@@ -243,6 +243,7 @@ fn request<'r>(head: &'r Head<'r, 'r>, params: Option<Params<'r>>, body: &'r [u8
         headers: head.headers,
         params,
         body,
+        extensions: None,
     }
 }
 
@@ -409,7 +410,7 @@ impl<S: 'static> Conn<S> {
 
         // 5. Dispatch.
         let req = request(&head, params(&lookup), req_body);
-        let step = match pipeline::dispatch(&lookup, &req, router.state(), &mut writer(out, &date, reply)) {
+        let step = match pipeline::dispatch(&lookup, &req, router, &mut writer(out, &date, reply)) {
             Dispatched::Written if reply.closes() => Step::Close,
             Dispatched::Written => Step::Continue,
             Dispatched::Panicked => Step::Close,

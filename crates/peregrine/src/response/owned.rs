@@ -1,0 +1,58 @@
+//! The encoder that builds an owned [`Response`] instead of bytes: what a
+//! handler behind middleware writes into, so the middleware can look at and
+//! change the response before the connection's own encoder writes it.
+
+use super::headers::{is_managed_header, is_valid_header};
+use super::Response;
+use crate::http::StatusCode;
+
+/// A response written into memory, not onto a connection.
+#[derive(Debug)]
+pub(crate) struct OwnedEncoder<'a> {
+    slot: &'a mut Option<Response>,
+}
+
+/// A header that could inject others: nothing was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InvalidHeader;
+
+impl<'a> OwnedEncoder<'a> {
+    pub(crate) fn new(slot: &'a mut Option<Response>) -> OwnedEncoder<'a> {
+        OwnedEncoder { slot }
+    }
+
+    /// Whether a response has been written.
+    pub(crate) fn written(&self) -> usize {
+        usize::from(self.slot.is_some())
+    }
+
+    /// Forgets the response if `checkpoint` says none was written then.
+    pub(crate) fn truncate(&mut self, checkpoint: usize) {
+        if checkpoint == 0 {
+            *self.slot = None;
+        }
+    }
+
+    pub(crate) fn write<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        body: Vec<u8>,
+    ) -> Result<(), InvalidHeader> {
+        if !is_valid_header("content-type", content_type) {
+            return Err(InvalidHeader);
+        }
+        let mut response = Response::with_body(content_type.to_owned(), body).status(status);
+        for (name, value) in headers {
+            if !is_valid_header(name, value) {
+                return Err(InvalidHeader);
+            }
+            if !is_managed_header(name) {
+                response.headers.push((name.to_owned().into(), value.to_owned().into()));
+            }
+        }
+        *self.slot = Some(response);
+        Ok(())
+    }
+}
