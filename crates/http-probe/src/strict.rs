@@ -59,11 +59,23 @@ pub fn interim_problems(head: &Head) -> Vec<String> {
 /// `Content-Length`, each exactly once, and no `Transfer-Encoding`.
 pub fn final_problems(head: &Head, now: SystemTime) -> Vec<String> {
     let mut problems = Vec::new();
+    // 204 and 304 carry no content: 204 must not send Content-Length (RFC
+    // 9110 §8.6) and has no content to type; 304 may repeat both.
+    let bodiless = head.status == 204 || head.status == 304;
     for name in ["Server", "Date", "Content-Type", "Content-Length"] {
+        let optional = bodiless && (name == "Content-Type" || name == "Content-Length");
         match head.header_all(name).count() {
+            0 if optional => {}
             0 => problems.push(format!("no {name} header")),
             1 => {}
             n => problems.push(format!("header {name} appears {n} times")),
+        }
+    }
+    if head.status == 204 {
+        for name in ["Content-Length", "Content-Type"] {
+            if head.header(name).is_some() {
+                problems.push(format!("204 with a {name} header"));
+            }
         }
     }
     if head.header("transfer-encoding").is_some() {

@@ -160,3 +160,14 @@ impl<S, T: Clone + 'static> FromRequest<S> for Extension<T> {
         })
     }
 }
+
+/// The client's socket address. Rejects with `500` where the transport has
+/// none (which no TCP listener produces).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
+impl<S> FromRequest<S> for ClientAddr {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        req.peer_addr().map(ClientAddr).ok_or_else(|| Error::internal("no client address"))
+    }
+}

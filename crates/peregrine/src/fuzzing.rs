@@ -80,6 +80,7 @@ impl<S: 'static> ConnectionHarness<S> {
             let registration = Registration::new(Rc::clone(&self.worker), key);
             let serving = tokio::task::spawn_local(conn::serve(
                 Io::Memory(server),
+                None,
                 Rc::clone(&self.worker),
                 Rc::clone(&self.router),
                 timer,

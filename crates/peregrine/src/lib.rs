@@ -71,7 +71,7 @@ pub use body::Body;
 pub use config::Config;
 pub use error::Error;
 pub use extensions::Extensions;
-pub use extract::{Extension, FromRequest, Path, Query, State};
+pub use extract::{ClientAddr, Extension, FromRequest, Path, Query, State};
 pub use http::{Method, StatusCode, Version};
 pub use request::{OwnedRequest, Request};
 pub use response::{Content, Html, IntoResponse, Json, Response, ResponseWriter};

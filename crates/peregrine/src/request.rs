@@ -1,6 +1,7 @@
 //! [`Request`]: a borrowed view of one parsed request.
 
 use std::borrow::Cow;
+use std::net::SocketAddr;
 
 use crate::extensions::Extensions;
 use crate::http::{Header, Method, Version};
@@ -36,6 +37,8 @@ impl<'r> Params<'r> {
 /// through extractors or directly as `&Request`.
 #[derive(Debug)]
 pub struct Request<'r> {
+    /// The client's address, when the transport has one.
+    pub(crate) peer: Option<SocketAddr>,
     pub(crate) method: Method,
     pub(crate) method_str: &'r str,
     pub(crate) path: &'r str,
@@ -50,6 +53,11 @@ pub struct Request<'r> {
 }
 
 impl<'r> Request<'r> {
+    /// The client's socket address (the proxy's, behind a proxy).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
     /// The method.
     pub fn method(&self) -> Method {
         self.method
@@ -136,6 +144,7 @@ impl<'r> Request<'r> {
 /// the handler sees it. Routes without middleware never build one.
 #[derive(Debug)]
 pub struct OwnedRequest {
+    peer: Option<SocketAddr>,
     method: Method,
     method_str: Box<str>,
     path: Box<str>,
@@ -147,9 +156,15 @@ pub struct OwnedRequest {
 }
 
 impl OwnedRequest {
+    /// The client's socket address (the proxy's, behind a proxy).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
     /// Copies `req`.
     pub(crate) fn from_request(req: &Request<'_>) -> OwnedRequest {
         OwnedRequest {
+            peer: req.peer,
             method: req.method,
             method_str: req.method_str.into(),
             path: req.path.into(),
@@ -245,6 +260,7 @@ impl OwnedRequest {
         let headers: Vec<Header<'_>> =
             self.headers.iter().map(|(n, v)| Header { name: n, value: v }).collect();
         let view = Request {
+            peer: self.peer,
             method: self.method,
             method_str: &self.method_str,
             path: &self.path,

@@ -16,6 +16,7 @@ use crate::http::Method;
 use crate::middleware::Middleware;
 use crate::pattern::Pattern;
 use crate::request::{Params, Request};
+use crate::response::canned::Canned;
 use crate::response::ResponseWriter;
 
 type SyncFn<S> = Box<dyn Fn(&Request<'_>, &S, &mut ResponseWriter<'_>)>;
@@ -41,7 +42,20 @@ pub(crate) struct Layered<S> {
     pub(crate) pattern: Rc<Pattern>,
 }
 
+/// A synchronous endpoint answering `405` with `allow`.
+fn method_not_allowed<S>(allow: String) -> Endpoint<S> {
+    Endpoint::Sync(Box::new(move |_, _, w| w.canned(Canned::method_not_allowed(&allow))))
+}
+
 impl<S> Endpoint<S> {
+    /// The same endpoint; if layered, reading parameters with `pattern`.
+    fn with_pattern(self, pattern: &Pattern) -> Endpoint<S> {
+        match self {
+            Endpoint::Layered(l) => Endpoint::Layered(Layered { pattern: Rc::new(pattern.clone()), ..l }),
+            other => other,
+        }
+    }
+
     /// This endpoint with `layer` outside whatever middleware it has.
     fn layered(self, layer: Rc<dyn Middleware>, pattern: &Pattern) -> Endpoint<S> {
         match self {
@@ -66,6 +80,10 @@ struct Route<S> {
     shape: Pattern,
     endpoints: Vec<MethodEndpoint<S>>,
     allow: String,
+    /// After [`Router::layer`]: the route's `405`, behind the same
+    /// middleware, so middleware sees requests with a method the route does
+    /// not serve (a CORS preflight `OPTIONS`, say) and can answer them.
+    unmatched: Option<Endpoint<S>>,
 }
 
 struct MethodEndpoint<S> {
@@ -251,6 +269,8 @@ impl<S: 'static> Router<S> {
     pub fn layer(mut self, layer: impl Middleware) -> Router<S> {
         let layer: Rc<dyn Middleware> = Rc::new(layer);
         for route in &mut self.routes {
+            let unmatched = route.unmatched.take().unwrap_or_else(|| method_not_allowed(route.allow.clone()));
+            route.unmatched = Some(unmatched.layered(Rc::clone(&layer), &route.shape));
             route.endpoints = std::mem::take(&mut route.endpoints)
                 .into_iter()
                 .map(|e| MethodEndpoint {
@@ -270,8 +290,30 @@ impl<S: 'static> Router<S> {
     /// If a route of `other` duplicates one already here.
     pub fn merge(mut self, other: Router<S>) -> Router<S> {
         for route in other.routes {
-            for e in route.endpoints {
-                self = self.add(e.method, &e.pattern.text.clone(), e.endpoint);
+            self = self.adopt(route, "");
+        }
+        self
+    }
+
+    /// Adds the endpoints of `route` (and its middleware-wrapped `405`)
+    /// under `prefix`.
+    fn adopt(mut self, route: Route<S>, prefix: &str) -> Router<S> {
+        let prefixed = |text: &str| {
+            if text == "/" && !prefix.is_empty() {
+                prefix.to_owned()
+            } else {
+                format!("{prefix}{text}")
+            }
+        };
+        let shape = Pattern::parse(&prefixed(&route.shape.text));
+        for e in route.endpoints {
+            self = self.add(e.method, &prefixed(&e.pattern.text), e.endpoint);
+        }
+        if let Some(unmatched) = route.unmatched {
+            if let Some(target) = self.routes.iter_mut().find(|r| r.shape.same_shape(&shape)) {
+                if target.unmatched.is_none() {
+                    target.unmatched = Some(unmatched.with_pattern(&shape));
+                }
             }
         }
         self
@@ -291,14 +333,7 @@ impl<S: 'static> Router<S> {
             "nest prefix {prefix:?} must start with '/' and not end with one"
         );
         for route in child.routes {
-            for e in route.endpoints {
-                let pattern = if e.pattern.text.as_ref() == "/" {
-                    prefix.to_owned()
-                } else {
-                    format!("{prefix}{}", e.pattern.text)
-                };
-                self = self.add(e.method, &pattern, e.endpoint);
-            }
+            self = self.adopt(route, prefix);
         }
         self
     }
@@ -310,6 +345,7 @@ impl<S: 'static> Router<S> {
             Some(i) => &mut self.routes[i],
             None => {
                 self.routes.push(Route {
+                    unmatched: None,
                     shape: pattern.clone(),
                     endpoints: Vec::new(),
                     allow: String::new(),
@@ -326,10 +362,7 @@ impl<S: 'static> Router<S> {
         );
         // Middleware reads parameters with the pattern the endpoint ends up
         // under (nesting adds a prefix).
-        let endpoint = match endpoint {
-            Endpoint::Layered(l) => Endpoint::Layered(Layered { pattern: Rc::new(pattern.clone()), ..l }),
-            other => other,
-        };
+        let endpoint = endpoint.with_pattern(&pattern);
         route.endpoints.push(MethodEndpoint { method, pattern, endpoint });
         route.allow = allow_header(&route.endpoints);
         // Static routes first, so a literal path beats a pattern.
@@ -347,7 +380,12 @@ impl<S: 'static> Router<S> {
             let any = || route.endpoints.iter().find(|e| e.method.is_none());
             let head_as_get = || (method == Method::Head).then(|| for_method(Method::Get)).flatten();
             let Some(found) = for_method(method).or_else(head_as_get).or_else(any) else {
-                return Lookup::MethodNotAllowed { allow: &route.allow };
+                return match &route.unmatched {
+                    Some(endpoint) => {
+                        Lookup::Found { endpoint, params: Params { pattern: &route.shape, path } }
+                    }
+                    None => Lookup::MethodNotAllowed { allow: &route.allow },
+                };
             };
             return Lookup::Found {
                 endpoint: &found.endpoint,

@@ -23,6 +23,11 @@
 //! building the group as its own router and [`nest`](crate::Router::nest)ing
 //! or [`merge`](crate::Router::merge)ing it, and to one route the same way.
 //!
+//! Built in: [`trace`] (request logging), [`cors`], [`timeout`],
+//! [`request_id`], [`body_limit`], [`bearer_auth`] and [`basic_auth`].
+//! Middleware also sees requests whose method the route does not serve
+//! (they would get `405`), so [`cors`] answers preflights without routes.
+//!
 //! # Cost
 //! Routes without middleware are untouched: their requests stay borrowed
 //! from the read buffer and their handlers write straight into the output.
@@ -31,6 +36,20 @@
 //! into an owned [`Response`], a few allocations per request. Its body is
 //! always buffered, up to the server's `max_body_bytes`, even for a
 //! streaming handler.
+
+mod auth;
+mod cors;
+mod limit;
+mod request_id;
+mod timeout;
+mod trace;
+
+pub use auth::{basic_auth, bearer_auth, BasicAuth, BearerAuth};
+pub use cors::{cors, Cors};
+pub use limit::{body_limit, BodyLimit};
+pub use request_id::{request_id, RequestId, SetRequestId};
+pub use timeout::{timeout, Timeout};
+pub use trace::{trace, Trace};
 
 use std::fmt;
 use std::future::Future;

@@ -2,6 +2,7 @@
 //! hands each to a protocol's connection driver on its own task, refuses
 //! those over the limit, ticks the worker's clock, and drains at shutdown.
 
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
@@ -33,7 +34,7 @@ pub(crate) async fn run<S: 'static>(
             biased;
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => accept(stream, &worker, &router),
+                Ok((stream, peer)) => accept(stream, peer, &worker, &router),
                 Err(e) => {
                     // Out of file descriptors or memory: back off instead of
                     // spinning on the error.
@@ -60,7 +61,7 @@ pub(crate) async fn run<S: 'static>(
     ticker.abort();
 }
 
-fn accept<S: 'static>(stream: TcpStream, worker: &Rc<Worker>, router: &Rc<Router<S>>) {
+fn accept<S: 'static>(stream: TcpStream, peer: SocketAddr, worker: &Rc<Worker>, router: &Rc<Router<S>>) {
     if worker.connection_count() >= worker.config.max_connections_per_worker {
         refuse(stream, worker);
         return;
@@ -75,6 +76,7 @@ fn accept<S: 'static>(stream: TcpStream, worker: &Rc<Worker>, router: &Rc<Router
     let registration = Registration::new(Rc::clone(worker), key);
     tokio::task::spawn_local(h1::conn::serve(
         Io::Tcp(stream),
+        Some(peer),
         Rc::clone(worker),
         Rc::clone(router),
         timer,

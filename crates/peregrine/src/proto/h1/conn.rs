@@ -11,6 +11,7 @@
 //! serves other connections meanwhile. Streaming handlers get the
 //! connection's input lent to them ([`Conn::lend_body`]).
 
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -104,6 +105,8 @@ enum Input {
 }
 
 struct Conn<S: 'static> {
+    /// The client's address (`None` for the fuzzing harness's pipe).
+    peer: Option<SocketAddr>,
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
     timer: Rc<ConnTimer>,
@@ -122,6 +125,7 @@ struct Conn<S: 'static> {
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve<S: 'static>(
     mut stream: Io,
+    peer: Option<SocketAddr>,
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
     timer: Rc<ConnTimer>,
@@ -129,6 +133,7 @@ pub(crate) async fn serve<S: 'static>(
 ) {
     let read_len = worker.config.read_buffer_bytes.max(MIN_READ);
     let mut conn = Conn {
+        peer,
         limits: HeadLimits::from_config(&worker.config),
         worker,
         router,
@@ -233,8 +238,14 @@ fn reply_settings(head: &Head<'_, '_>, shutting_down: bool) -> Reply {
 
 /// The request handlers see, borrowing the head and the body.
 #[inline]
-fn request<'r>(head: &'r Head<'r, 'r>, params: Option<Params<'r>>, body: &'r [u8]) -> Request<'r> {
+fn request<'r>(
+    head: &'r Head<'r, 'r>,
+    peer: Option<SocketAddr>,
+    params: Option<Params<'r>>,
+    body: &'r [u8],
+) -> Request<'r> {
     Request {
+        peer,
         method: head.method,
         method_str: head.method_str,
         path: head.path,
@@ -325,7 +336,7 @@ impl<S: 'static> Conn<S> {
     /// Parses the next request in the buffer and answers it if it can be
     /// answered synchronously.
     fn step(&mut self) -> Step {
-        let Conn { worker, router, rbuf, out, body, head_deadline, continue_sent, limits, .. } = self;
+        let Conn { worker, router, rbuf, out, body, head_deadline, continue_sent, limits, peer, .. } = self;
         let data = rbuf.data();
         if data.is_empty() {
             return Step::Read { need: 0 };
@@ -362,7 +373,7 @@ impl<S: 'static> Conn<S> {
                         return Step::Close;
                     }
                 };
-                let req = request(&head, params(&lookup), &[]);
+                let req = request(&head, *peer, params(&lookup), &[]);
                 let prepared = pipeline::prepare_stream(&lookup, &req, router.state());
                 let (expect_continue, has_body) = (head.expect_continue, head.framing != Framing::None);
                 rbuf.consume(head.len);
@@ -409,7 +420,7 @@ impl<S: 'static> Conn<S> {
         };
 
         // 5. Dispatch.
-        let req = request(&head, params(&lookup), req_body);
+        let req = request(&head, *peer, params(&lookup), req_body);
         let step = match pipeline::dispatch(&lookup, &req, router, &mut writer(out, &date, reply)) {
             Dispatched::Written if reply.closes() => Step::Close,
             Dispatched::Written => Step::Continue,

@@ -53,6 +53,7 @@ pub(crate) struct Encoder<'a> {
 
 const OK_PREAMBLE: &[u8] = b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: ";
 const SERVER_LINE: &[u8] = b"Server: peregrine\r\nContent-Type: ";
+const SERVER_ONLY_LINE: &[u8] = b"Server: peregrine\r\n";
 
 /// Whole `200` heads up to the `Content-Length` value for the content types
 /// most responses use: one copy instead of four.
@@ -197,6 +198,11 @@ impl<'a> Encoder<'a> {
         };
         match known {
             Some(head) => self.out.extend_from_slice(head),
+            None if forbids_body => {
+                // No content, so nothing to type (RFC 9110 §8.3).
+                write_status_line(self.out, status);
+                self.out.extend_from_slice(SERVER_ONLY_LINE);
+            }
             None => {
                 if !is_valid_header("content-type", content_type) {
                     return Err(InvalidHeader);
@@ -368,6 +374,7 @@ mod tests {
             .unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(!s.contains("Content-Length"));
+        assert!(!s.contains("Content-Type"));
         assert!(s.ends_with("GMT\r\n\r\n"));
     }
 }
