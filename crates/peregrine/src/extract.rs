@@ -7,8 +7,8 @@
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
-use crate::http::Method;
-use crate::request::{percent_decode, Request};
+use crate::http::{Method, StatusCode};
+use crate::request::{percent_decode, OwnedRequest, Request};
 use crate::response::Json;
 
 /// Builds a handler argument from a request and the router's state.
@@ -114,11 +114,151 @@ impl<S, T: DeserializeOwned> FromRequest<S> for Query<T> {
 }
 
 /// The body deserialized from JSON.
+///
+/// The rule for rejections: `415` unless the `Content-Type` is
+/// `application/json` or another `+json` type; `400` for a body that is not
+/// JSON at all (a syntax error, or cut short); `422` for JSON of the wrong
+/// shape or types (a missing field, a string where a number belongs).
 impl<S, T: DeserializeOwned> FromRequest<S> for Json<T> {
     fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
-        serde_json::from_slice(req.body())
-            .map(Json)
-            .map_err(|e| Error::bad_request(format!("invalid JSON body: {e}")))
+        if !is_json(req.header_str("content-type")) {
+            return Err(Error::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a body with Content-Type: application/json",
+            ));
+        }
+        serde_json::from_slice(req.body()).map(Json).map_err(|e| {
+            use serde_json::error::Category;
+            match e.classify() {
+                Category::Data => {
+                    Error::new(StatusCode::UNPROCESSABLE_ENTITY, format!("invalid JSON body: {e}"))
+                }
+                Category::Syntax | Category::Eof | Category::Io => {
+                    Error::bad_request(format!("malformed JSON body: {e}"))
+                }
+            }
+        })
+    }
+}
+
+/// Whether a `Content-Type` value names JSON (`application/json`,
+/// `application/problem+json`, any parameters).
+fn is_json(content_type: Option<&str>) -> bool {
+    let Some(value) = content_type else { return false };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    let Some((kind, sub)) = essence.split_once('/') else { return false };
+    kind.eq_ignore_ascii_case("application")
+        && (sub.eq_ignore_ascii_case("json")
+            || sub.len() > 5 && sub[sub.len() - 5..].eq_ignore_ascii_case("+json"))
+}
+
+/// A body of `application/x-www-form-urlencoded` fields, deserialized with
+/// serde. `415` for another `Content-Type`, `422` for fields that do not fit
+/// `T`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Form<T>(pub T);
+
+impl<S, T: DeserializeOwned> FromRequest<S> for Form<T> {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        let essence = req.header_str("content-type").and_then(|v| v.split(';').next()).map(str::trim);
+        if !essence.is_some_and(|e| e.eq_ignore_ascii_case("application/x-www-form-urlencoded")) {
+            return Err(Error::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a body with Content-Type: application/x-www-form-urlencoded",
+            ));
+        }
+        serde_urlencoded::from_bytes(req.body())
+            .map(Form)
+            .map_err(|e| Error::new(StatusCode::UNPROCESSABLE_ENTITY, format!("invalid form body: {e}")))
+    }
+}
+
+/// Every header, as the `http` crate's [`HeaderMap`](::http::HeaderMap)
+/// (copied: for the borrowed form, take `&Request`).
+impl<S> FromRequest<S> for ::http::HeaderMap {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        let mut map = ::http::HeaderMap::with_capacity(req.headers.len());
+        for (name, value) in req.headers() {
+            // The parser admits only token names and visible values, which
+            // both types accept; anything else is skipped, not trusted.
+            if let (Ok(name), Ok(value)) =
+                (::http::HeaderName::from_bytes(name.as_bytes()), ::http::HeaderValue::from_bytes(value))
+            {
+                map.append(name, value);
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// A typed header from the `headers` crate (`TypedHeader<ContentType>`,
+/// `TypedHeader<UserAgent>`...). `400` when it is missing or malformed; use
+/// `Option<TypedHeader<T>>` for an optional one.
+#[derive(Clone, Copy, Debug)]
+pub struct TypedHeader<T>(pub T);
+
+impl<S, T: headers::Header> FromRequest<S> for TypedHeader<T> {
+    fn from_request(req: &Request<'_>, state: &S) -> Result<Self, Error> {
+        match Option::<TypedHeader<T>>::from_request(req, state)? {
+            Some(found) => Ok(found),
+            None => Err(Error::bad_request(format!("missing header {}", T::name()))),
+        }
+    }
+}
+
+impl<S, T: headers::Header> FromRequest<S> for Option<TypedHeader<T>> {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        let name = T::name().as_str();
+        let values: Vec<::http::HeaderValue> = req
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .filter_map(|(_, v)| ::http::HeaderValue::from_bytes(v).ok())
+            .collect();
+        if values.is_empty() {
+            return Ok(None);
+        }
+        T::decode(&mut values.iter())
+            .map(|h| Some(TypedHeader(h)))
+            .map_err(|_| Error::bad_request(format!("malformed header {name}")))
+    }
+}
+
+/// The request's cookies (`Cookie` headers), parsed and percent-decoded.
+#[derive(Clone, Debug, Default)]
+pub struct Cookies(Vec<(String, String)>);
+
+impl Cookies {
+    /// The value of the first cookie called `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Every cookie, in order, as (name, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+}
+
+impl<S> FromRequest<S> for Cookies {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        let mut cookies = Vec::new();
+        for (_, value) in req.headers().filter(|(n, _)| n.eq_ignore_ascii_case("cookie")) {
+            let Ok(value) = std::str::from_utf8(value) else { continue };
+            // Malformed pairs are skipped: one bad cookie from some other
+            // site's script must not lock a user out.
+            for parsed in cookie::Cookie::split_parse_encoded(value).flatten() {
+                cookies.push((parsed.name().to_owned(), parsed.value().to_owned()));
+            }
+        }
+        Ok(Cookies(cookies))
+    }
+}
+
+/// A copy of the whole request, for async handlers that want all of it
+/// (headers, body, what middleware attached) across `.await`s.
+impl<S> FromRequest<S> for OwnedRequest {
+    fn from_request(req: &Request<'_>, _: &S) -> Result<Self, Error> {
+        Ok(OwnedRequest::from_request(req))
     }
 }
 

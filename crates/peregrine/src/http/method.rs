@@ -72,3 +72,24 @@ pub enum Version {
     /// `HTTP/1.1`
     Http11,
 }
+
+/// From the `http` crate's method; a method this server has no name for
+/// becomes [`Method::Other`].
+impl From<::http::Method> for Method {
+    fn from(m: ::http::Method) -> Method {
+        Method::from_token(m.as_str())
+    }
+}
+
+/// Into the `http` crate's method; fails only for [`Method::Other`], whose
+/// token this type does not keep.
+impl TryFrom<Method> for ::http::Method {
+    type Error = Method;
+
+    fn try_from(m: Method) -> Result<::http::Method, Method> {
+        match m {
+            Method::Other => Err(m),
+            known => ::http::Method::from_bytes(known.as_str().as_bytes()).map_err(|_| known),
+        }
+    }
+}

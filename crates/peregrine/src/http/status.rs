@@ -85,3 +85,18 @@ impl fmt::Display for StatusCode {
         write!(f, "{} {}", self.0, self.reason())
     }
 }
+
+/// Into the `http` crate's status code (every code here, 100 to 999, is one
+/// there too).
+impl From<StatusCode> for ::http::StatusCode {
+    fn from(s: StatusCode) -> ::http::StatusCode {
+        ::http::StatusCode::from_u16(s.0).unwrap_or(::http::StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// From the `http` crate's status code.
+impl From<::http::StatusCode> for StatusCode {
+    fn from(s: ::http::StatusCode) -> StatusCode {
+        StatusCode(s.as_u16())
+    }
+}

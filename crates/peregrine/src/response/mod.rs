@@ -328,3 +328,90 @@ impl IntoResponse for Error {
             w.write_with(self.status(), JSON, [], self.message().len() + 12, |out| self.write_json_body(out));
     }
 }
+
+/// An `http` crate response: status, headers (those that could inject
+/// others, or are not UTF-8, make it a `500`) and body.
+impl<B: Into<Vec<u8>>> IntoResponse for ::http::Response<B> {
+    fn into_response(self) -> Response {
+        let (parts, body) = self.into_parts();
+        let mut response = Response::with_body(TEXT_UTF8, body.into()).status(parts.status.into());
+        let mut typed = false;
+        for (name, value) in &parts.headers {
+            let Ok(value) = value.to_str() else {
+                return Response::canned(canned::INVALID_RESPONSE_HEADER);
+            };
+            typed |= name == ::http::header::CONTENT_TYPE;
+            response = response.header(name.as_str().to_owned(), value.to_owned());
+        }
+        if !typed {
+            response.content_type = Cow::Borrowed("application/octet-stream");
+        }
+        response
+    }
+}
+
+impl Response {
+    /// This response as an `http` crate response.
+    pub fn into_http(self) -> ::http::Response<Vec<u8>> {
+        let mut builder = ::http::Response::builder()
+            .status(::http::StatusCode::from(self.status))
+            .header(::http::header::CONTENT_TYPE, self.content_type.as_ref());
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_ref(), value.as_ref());
+        }
+        // Every header here passed `is_valid_header`, which `http` accepts.
+        builder.body(self.body.into_owned()).unwrap_or_default()
+    }
+}
+
+/// A redirect: `Location` and the status that says how to follow it.
+#[derive(Clone, Debug)]
+pub struct Redirect {
+    status: StatusCode,
+    location: String,
+}
+
+impl Redirect {
+    /// `303 See Other`: fetch `location` with `GET` (after a form post).
+    pub fn to(location: impl Into<String>) -> Redirect {
+        Redirect { status: StatusCode::SEE_OTHER, location: location.into() }
+    }
+
+    /// `307 Temporary Redirect`: repeat the request, same method and body,
+    /// at `location`.
+    pub fn temporary(location: impl Into<String>) -> Redirect {
+        Redirect { status: StatusCode::TEMPORARY_REDIRECT, location: location.into() }
+    }
+
+    /// `308 Permanent Redirect`: as temporary, and remember it.
+    pub fn permanent(location: impl Into<String>) -> Redirect {
+        Redirect { status: StatusCode::PERMANENT_REDIRECT, location: location.into() }
+    }
+}
+
+impl IntoResponse for Redirect {
+    fn into_response(self) -> Response {
+        Response::new(self.status).header("Location", self.location)
+    }
+
+    fn write_to(self, w: &mut ResponseWriter<'_>) {
+        w.write(self.status, TEXT_UTF8, [("Location", self.location.as_str())], b"");
+    }
+}
+
+/// A `Set-Cookie` to add to a response ([`Response::cookie`]): the `cookie`
+/// crate's builder, re-exported.
+pub use cookie::Cookie;
+
+impl Response {
+    /// Adds a `Set-Cookie` header (one per call; `Set-Cookie` is the one
+    /// header that repeats). The value is percent-encoded.
+    pub fn cookie(mut self, cookie: Cookie<'_>) -> Response {
+        let value = cookie.encoded().to_string();
+        if !is_valid_header("set-cookie", &value) {
+            return Response::canned(canned::INVALID_RESPONSE_HEADER);
+        }
+        self.headers.push((Cow::Borrowed("Set-Cookie"), Cow::Owned(value)));
+        self
+    }
+}
