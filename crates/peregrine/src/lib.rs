@@ -65,6 +65,7 @@ pub mod response;
 pub mod router;
 pub mod server;
 mod sys;
+pub mod testing;
 mod worker;
 
 pub use body::Body;

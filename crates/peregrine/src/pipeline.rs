@@ -178,6 +178,39 @@ fn run_inner<S: 'static>(
     })
 }
 
+/// Runs a whole request that is already owned (the test client's) through
+/// routing and the endpoint, to an owned response.
+pub(crate) async fn dispatch_owned<S: 'static>(router: Rc<Router<S>>, req: OwnedRequest) -> Response {
+    let started = {
+        let (lookup, body_use) = route(&router, req.method(), req.path());
+        let params = match &lookup {
+            Lookup::Found { params, .. } => Some(*params),
+            _ => None,
+        };
+        req.with_view(params, |view| {
+            if body_use == BodyUse::Streamed {
+                return match prepare_stream(&lookup, view, router.state()) {
+                    Ok(consumer) => {
+                        Started::Pending(consumer(Body::new(Rc::new(MemoryBody::new(view.body().to_vec())))))
+                    }
+                    Err(response) => Started::Done(response),
+                };
+            }
+            let mut slot = None;
+            match dispatch(&lookup, view, &router, &mut ResponseWriter::owned(&mut slot)) {
+                Dispatched::Pending(fut) => Started::Pending(fut),
+                Dispatched::Written | Dispatched::Panicked => {
+                    Started::Done(slot.unwrap_or_else(|| Response::canned(canned::HANDLER_PANICKED)))
+                }
+            }
+        })
+    };
+    match started {
+        Started::Done(response) => response,
+        Started::Pending(fut) => run_handler(fut).await,
+    }
+}
+
 /// Awaits a handler, turning a panic into a `500` for this request only.
 pub(crate) async fn run_handler(fut: ResponseFuture) -> Response {
     match AssertUnwindSafe(fut).catch_unwind().await {

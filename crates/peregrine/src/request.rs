@@ -161,6 +161,31 @@ impl OwnedRequest {
         self.peer
     }
 
+    /// A request made by the test client.
+    pub(crate) fn for_test(
+        method: Method,
+        method_str: &str,
+        target: &str,
+        headers: Vec<(String, Vec<u8>)>,
+        body: Vec<u8>,
+    ) -> OwnedRequest {
+        let (path, query) = match target.split_once('?') {
+            Some((path, query)) => (path, Some(query.into())),
+            None => (target, None),
+        };
+        OwnedRequest {
+            peer: None,
+            method,
+            method_str: method_str.into(),
+            path: path.into(),
+            query,
+            version: Version::Http11,
+            headers: headers.into_iter().map(|(n, v)| (n.into(), v.into())).collect(),
+            body,
+            extensions: Extensions::new(),
+        }
+    }
+
     /// Copies `req`.
     pub(crate) fn from_request(req: &Request<'_>) -> OwnedRequest {
         OwnedRequest {

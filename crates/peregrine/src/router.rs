@@ -105,6 +105,8 @@ pub(crate) enum Lookup<'a, S> {
 pub struct Router<S = ()> {
     state: S,
     routes: Vec<Route<S>>,
+    /// What answers paths no route matches, instead of the plain `404`.
+    fallback: Option<MethodEndpoint<S>>,
 }
 
 impl<S> std::fmt::Debug for Router<S> {
@@ -135,7 +137,7 @@ impl Default for Router<()> {
 impl<S: 'static> Router<S> {
     /// A router whose handlers can extract `State<S>`.
     pub fn with_state(state: S) -> Router<S> {
-        Router { state, routes: Vec::new() }
+        Router { state, routes: Vec::new(), fallback: None }
     }
 
     /// The state.
@@ -264,10 +266,35 @@ impl<S: 'static> Router<S> {
         self.route_stream(Method::Post, pattern, handler)
     }
 
-    /// Wraps every route registered so far in `layer`; layers added later
-    /// run first. See [`crate::middleware`].
+    /// Answers every request whose path no route matches (for any method)
+    /// with `handler`, instead of the plain-text `404`: an API can answer
+    /// JSON there. The handler sets its own status. Its path is available
+    /// as the `{*path}` parameter (`Path<String>`, without the leading `/`).
+    ///
+    /// # Panics
+    /// If a fallback is set already.
+    pub fn fallback<M>(mut self, handler: impl IntoEndpoint<S, M>) -> Router<S> {
+        assert!(self.fallback.is_none(), "the router has a fallback already");
+        // Registered as the only route for a moment, then moved aside: the
+        // path every kind of handler takes to become an endpoint.
+        let routes = std::mem::take(&mut self.routes);
+        let mut router = handler.add_to(self, None, "/{*path}");
+        router.fallback = router.routes.pop().and_then(|mut r| r.endpoints.pop());
+        router.routes = routes;
+        router
+    }
+
+    /// Wraps every route registered so far (and the fallback) in `layer`;
+    /// layers added later run first. See [`crate::middleware`].
     pub fn layer(mut self, layer: impl Middleware) -> Router<S> {
         let layer: Rc<dyn Middleware> = Rc::new(layer);
+        if let Some(f) = self.fallback.take() {
+            self.fallback = Some(MethodEndpoint {
+                endpoint: f.endpoint.layered(Rc::clone(&layer), &f.pattern),
+                method: f.method,
+                pattern: f.pattern,
+            });
+        }
         for route in &mut self.routes {
             let unmatched = route.unmatched.take().unwrap_or_else(|| method_not_allowed(route.allow.clone()));
             route.unmatched = Some(unmatched.layered(Rc::clone(&layer), &route.shape));
@@ -289,6 +316,9 @@ impl<S: 'static> Router<S> {
     /// # Panics
     /// If a route of `other` duplicates one already here.
     pub fn merge(mut self, other: Router<S>) -> Router<S> {
+        if self.fallback.is_none() {
+            self.fallback = other.fallback;
+        }
         for route in other.routes {
             self = self.adopt(route, "");
         }
@@ -392,7 +422,10 @@ impl<S: 'static> Router<S> {
                 params: Params { pattern: &found.pattern, path },
             };
         }
-        Lookup::NotFound
+        match &self.fallback {
+            Some(f) => Lookup::Found { endpoint: &f.endpoint, params: Params { pattern: &f.pattern, path } },
+            None => Lookup::NotFound,
+        }
     }
 }
 

@@ -224,11 +224,23 @@ impl ServerHandle {
 
     /// Stops accepting, lets in-flight requests finish (up to the
     /// configured shutdown timeout) and waits for the workers to exit.
-    pub fn shutdown(self) {
+    /// Dropping the handle does the same, so a test's server stops even
+    /// when the test fails half-way.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
         let _ = self.shutdown.send(true);
-        for thread in self.threads {
+        for thread in std::mem::take(&mut self.threads) {
             let _ = thread.join();
         }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
