@@ -9,7 +9,7 @@
 //! goes on with the next request.
 //!
 //! This type knows no protocol: each protocol's driver implements
-//! [`BodySource`] for what it lends.
+//! `BodySource` for what it lends.
 
 use std::fmt;
 use std::future::Future;

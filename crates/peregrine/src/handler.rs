@@ -1,7 +1,7 @@
 //! Handler traits: how ordinary functions become endpoints.
 //!
 //! A handler is any `Fn` whose arguments all implement
-//! [`FromRequest`](crate::extract::FromRequest) and whose result implements
+//! [`FromRequest`] and whose result implements
 //! [`IntoResponse`]. Three flavours exist because they run differently:
 //! - [`Handler`]: synchronous; runs inline and writes straight into the
 //!   output buffer (no allocation, no task switch). For CPU work.

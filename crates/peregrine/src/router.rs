@@ -439,8 +439,8 @@ fn allow_header<S>(endpoints: &[MethodEndpoint<S>]) -> String {
 }
 
 /// Anything [`Router::route`](crate::Router::route) and its method
-/// shorthands accept: a synchronous handler ([`Handler`](crate::handler::Handler)), an asynchronous
-/// one ([`AsyncHandler`](crate::handler::AsyncHandler)) or a streaming one ([`StreamHandler`](crate::handler::StreamHandler)). `M` is
+/// shorthands accept: a synchronous handler ([`Handler`]), an asynchronous
+/// one ([`AsyncHandler`]) or a streaming one ([`StreamHandler`]). `M` is
 /// inferred (a marker and the argument types); users never name it.
 ///
 /// Only one of the three can apply to a given function: a synchronous

@@ -3,7 +3,7 @@
 //! Every protocol's codec produces these, and the router and handlers see
 //! only these, so no user-visible type depends on how a request arrived.
 
-/// Request method. `Other` keeps the token in [`Head::method_str`].
+/// Request method. `Other` keeps the token, in [`Request::method_str`](crate::Request::method_str).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
     /// `GET`
