@@ -62,8 +62,11 @@ pub fn final_problems(head: &Head, now: SystemTime) -> Vec<String> {
     // 204 and 304 carry no content: 204 must not send Content-Length (RFC
     // 9110 §8.6) and has no content to type; 304 may repeat both.
     let bodiless = head.status == 204 || head.status == 304;
+    // A streamed body is chunked instead of sized: exactly one of the two.
+    let chunked = head.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
     for name in ["Server", "Date", "Content-Type", "Content-Length"] {
-        let optional = bodiless && (name == "Content-Type" || name == "Content-Length");
+        let optional = (bodiless && (name == "Content-Type" || name == "Content-Length"))
+            || (chunked && name == "Content-Length");
         match head.header_all(name).count() {
             0 if optional => {}
             0 => problems.push(format!("no {name} header")),
@@ -78,8 +81,14 @@ pub fn final_problems(head: &Head, now: SystemTime) -> Vec<String> {
             }
         }
     }
-    if head.header("transfer-encoding").is_some() {
-        problems.push("unexpected Transfer-Encoding".to_string());
+    match head.header("transfer-encoding") {
+        None => {}
+        Some(_) if !chunked => problems.push("Transfer-Encoding other than chunked".to_string()),
+        Some(_) if head.header("content-length").is_some() => {
+            problems.push("both Transfer-Encoding and Content-Length".to_string())
+        }
+        Some(_) if bodiless => problems.push(format!("{} with a Transfer-Encoding", head.status)),
+        Some(_) => {}
     }
     if let Some(date) = head.header("date") {
         problems.extend(date_problem(date, now));

@@ -95,7 +95,11 @@ impl<S: 'static> TestClient<S> {
             request.body,
         );
         let router = Rc::clone(&self.router);
-        let mut response = self.local.block_on(&self.runtime, pipeline::dispatch_owned(router, owned));
+        let mut response = self.local.block_on(&self.runtime, async {
+            let mut response = pipeline::dispatch_owned(router, owned).await;
+            response.collect_stream().await;
+            response
+        });
         if head {
             response.take_body();
         }
@@ -175,8 +179,9 @@ impl TestRequest {
     }
 }
 
-/// A response from [`TestClient::send`].
-#[derive(Clone, Debug)]
+/// A response from [`TestClient::send`]. A streamed body has been read to
+/// its end.
+#[derive(Debug)]
 pub struct TestResponse {
     response: Response,
 }

@@ -17,7 +17,11 @@ use crate::http::StatusCode;
 pub(crate) mod canned;
 pub(crate) mod headers;
 mod owned;
+mod stream;
 mod writer;
+
+pub(crate) use stream::BodyStream;
+pub use stream::{BoxError, Event, Sse};
 
 use headers::{is_managed_header, is_valid_header};
 pub use writer::ResponseWriter;
@@ -45,13 +49,16 @@ pub trait IntoResponse {
     }
 }
 
-/// An owned response: status, content type, extra headers and body.
-#[derive(Clone, Debug)]
+/// An owned response: status, content type, extra headers and body (in
+/// memory, or a stream: [`Response::stream`]).
+#[derive(Debug)]
 pub struct Response {
     status: StatusCode,
     content_type: Cow<'static, str>,
     headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     body: Cow<'static, [u8]>,
+    /// A body produced over time, sent instead of `body`.
+    stream: Option<BodyStream>,
 }
 
 impl Response {
@@ -62,6 +69,7 @@ impl Response {
             content_type: Cow::Borrowed(TEXT_UTF8),
             headers: Vec::new(),
             body: Cow::Borrowed(b""),
+            stream: None,
         }
     }
 
@@ -75,7 +83,39 @@ impl Response {
             content_type: content_type.into(),
             headers: Vec::new(),
             body: body.into(),
+            stream: None,
         }
+    }
+
+    /// A `200` whose body is the chunks of `stream`, sent as they come (see
+    /// [`stream`](crate::response::Sse) for Server-Sent Events). An `Err`
+    /// ends the body early; the client sees it cut short.
+    pub fn stream<S, B, E>(content_type: impl Into<Cow<'static, str>>, stream: S) -> Response
+    where
+        S: futures_util::Stream<Item = Result<B, E>> + 'static,
+        B: Into<bytes::Bytes>,
+        E: Into<BoxError>,
+    {
+        use futures_util::StreamExt;
+        let chunks = stream.map(|item| item.map(Into::into).map_err(Into::into));
+        Response { stream: Some(BodyStream(Box::pin(chunks))), ..Response::with_body(content_type, &b""[..]) }
+    }
+
+    /// Reads a streamed body to its end into the in-memory body (the test
+    /// client's view); an error ends it where it stopped.
+    pub(crate) async fn collect_stream(&mut self) {
+        use futures_util::StreamExt;
+        let Some(BodyStream(mut chunks)) = self.stream.take() else { return };
+        let mut body = self.body.to_vec();
+        while let Some(Ok(chunk)) = chunks.next().await {
+            body.extend_from_slice(&chunk);
+        }
+        self.body = Cow::Owned(body);
+    }
+
+    /// Whether the body is a stream.
+    pub fn is_streaming(&self) -> bool {
+        self.stream.is_some()
     }
 
     /// A `200` `text/plain; charset=utf-8` response.
@@ -209,7 +249,10 @@ impl IntoResponse for Response {
 
     fn write_to(self, w: &mut ResponseWriter<'_>) {
         let headers = self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()));
-        w.write(self.status, &self.content_type, headers, &self.body);
+        match self.stream {
+            Some(stream) => w.write_stream(self.status, &self.content_type, headers, stream),
+            None => w.write(self.status, &self.content_type, headers, &self.body),
+        }
     }
 }
 
@@ -351,7 +394,8 @@ impl<B: Into<Vec<u8>>> IntoResponse for ::http::Response<B> {
 }
 
 impl Response {
-    /// This response as an `http` crate response.
+    /// This response as an `http` crate response (a streamed body is left
+    /// out: it cannot be read without awaiting).
     pub fn into_http(self) -> ::http::Response<Vec<u8>> {
         let mut builder = ::http::Response::builder()
             .status(::http::StatusCode::from(self.status))

@@ -33,6 +33,22 @@ impl<'a> OwnedEncoder<'a> {
         }
     }
 
+    /// Stores a streamed response whole (middleware and the test client
+    /// see it as a `Response` with its stream).
+    pub(crate) fn write_stream<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        stream: super::BodyStream,
+    ) -> Result<(), InvalidHeader> {
+        self.write(status, content_type, headers, Vec::new())?;
+        if let Some(response) = self.slot.as_mut() {
+            response.stream = Some(stream);
+        }
+        Ok(())
+    }
+
     pub(crate) fn write<'h>(
         &mut self,
         status: StatusCode,

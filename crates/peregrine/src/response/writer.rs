@@ -92,6 +92,24 @@ impl<'a> ResponseWriter<'a> {
         }
     }
 
+    /// Writes the head of a response whose body is `stream`, and hands the
+    /// stream to the connection, which sends its chunks as they come.
+    pub(crate) fn write_stream<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        stream: super::BodyStream,
+    ) {
+        let valid = match &mut self.encoding {
+            Encoding::Http1(e) => e.write_stream_head(status, content_type, headers, stream).is_ok(),
+            Encoding::Owned(e) => e.write_stream(status, content_type, headers, stream).is_ok(),
+        };
+        if !valid {
+            self.refuse_invalid_header();
+        }
+    }
+
     /// Writes a response whose body is produced in place by `write_body`.
     ///
     /// `size_hint` is the expected body length; a good hint avoids moving

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyDecoder, BodyError};
-use super::encode::{ConnectionHeader, Encoder};
+use super::encode::{ConnectionHeader, Encoder, PendingStream};
 use super::lend::{BodyProgress, LentBody};
 use super::parse::{header_slots, parse_head, Framing, Head, HeadLimits};
 use crate::body::Body;
@@ -120,6 +120,9 @@ struct Conn<S: 'static> {
     head_deadline: Option<u64>,
     /// `100 Continue` already sent for the current request.
     continue_sent: bool,
+    /// A streamed response body whose head is queued: sent before the
+    /// next request is read.
+    pending: Option<PendingStream>,
 }
 
 /// Serves one accepted connection until it closes.
@@ -143,8 +146,12 @@ pub(crate) async fn serve<S: 'static>(
         body: Vec::new(),
         head_deadline: None,
         continue_sent: false,
+        pending: None,
     };
     loop {
+        if conn.pending.is_some() && !conn.send_stream(&mut stream).await {
+            return conn.close(stream).await;
+        }
         match conn.step() {
             Step::Continue => {
                 if conn.out.len() >= FLUSH_THRESHOLD && conn.flush(&mut stream).await.is_err() {
@@ -267,6 +274,19 @@ fn params<'a, S>(lookup: &Lookup<'a, S>) -> Option<Params<'a>> {
     }
 }
 
+/// `n` in lowercase hexadecimal, written into `buf`.
+fn hex(mut n: usize, buf: &mut [u8; 16]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
 /// Frames the body of a buffered route: in place for a `Content-Length`
 /// body (and a chunked one of a single chunk), copied into `decoded`
 /// otherwise. The encoded size is bounded too, so tiny chunks cannot make
@@ -336,7 +356,9 @@ impl<S: 'static> Conn<S> {
     /// Parses the next request in the buffer and answers it if it can be
     /// answered synchronously.
     fn step(&mut self) -> Step {
-        let Conn { worker, router, rbuf, out, body, head_deadline, continue_sent, limits, peer, .. } = self;
+        let Conn {
+            worker, router, rbuf, out, body, head_deadline, continue_sent, limits, peer, pending, ..
+        } = self;
         let data = rbuf.data();
         if data.is_empty() {
             return Step::Read { need: 0 };
@@ -421,8 +443,15 @@ impl<S: 'static> Conn<S> {
 
         // 5. Dispatch.
         let req = request(&head, *peer, params(&lookup), req_body);
-        let step = match pipeline::dispatch(&lookup, &req, router, &mut writer(out, &date, reply)) {
-            Dispatched::Written if reply.closes() => Step::Close,
+        let mut w = ResponseWriter::http1(
+            Encoder::new(out, &date, reply.connection, reply.head_only).streaming_into(pending),
+        );
+        let dispatched = pipeline::dispatch(&lookup, &req, router, &mut w);
+        let closes = w.closes_connection();
+        let step = match dispatched {
+            // A streamed body is sent before anything else: the loop does
+            // that first, then closes if this answer is the last.
+            Dispatched::Written if closes && pending.is_none() => Step::Close,
             Dispatched::Written => Step::Continue,
             Dispatched::Panicked => Step::Close,
             Dispatched::Pending(fut) => Step::Await { fut, reply },
@@ -492,8 +521,58 @@ impl<S: 'static> Conn<S> {
             reply = reply.closing();
         }
         let date = self.worker.date();
-        pipeline::write_response(response, &mut writer(&mut self.out, &date, reply));
-        !reply.closes()
+        let encoder = Encoder::new(&mut self.out, &date, reply.connection, reply.head_only);
+        let mut w = ResponseWriter::http1(encoder.streaming_into(&mut self.pending));
+        pipeline::write_response(response, &mut w);
+        let closes = w.closes_connection();
+        // With a streamed body pending, the loop decides after sending it.
+        self.pending.is_some() || !closes
+    }
+
+    /// Sends the pending streamed body: its head is queued already; each
+    /// chunk is written as the stream yields it, after the client took the
+    /// one before. Returns whether the connection goes on.
+    async fn send_stream(&mut self, stream: &mut Io) -> bool {
+        use futures_util::StreamExt;
+        let Some(PendingStream { body, chunked }) = self.pending.take() else { return true };
+        let mut chunks = body.0;
+        if self.flush(stream).await.is_err() {
+            return false;
+        }
+        loop {
+            // No deadline while the application produces the next chunk;
+            // writing it has the I/O timeout (in `flush`).
+            self.timer.arm(Wait::Busy, u64::MAX);
+            match chunks.next().await {
+                Some(Ok(chunk)) if chunk.is_empty() => {}
+                Some(Ok(chunk)) => {
+                    if chunked {
+                        let mut size = [0u8; 16];
+                        self.out.extend_from_slice(hex(chunk.len(), &mut size));
+                        self.out.extend_from_slice(b"\r\n");
+                    }
+                    self.out.extend_from_slice(&chunk);
+                    if chunked {
+                        self.out.extend_from_slice(b"\r\n");
+                    }
+                    if self.flush(stream).await.is_err() {
+                        return false;
+                    }
+                }
+                Some(Err(e)) => {
+                    // The status is sent: ending without the last chunk (or
+                    // closing) is how the client learns the body is cut.
+                    tracing::warn!(error = %e, "streamed response body failed");
+                    return false;
+                }
+                None => break,
+            }
+        }
+        if !chunked {
+            return false;
+        }
+        self.out.extend_from_slice(b"0\r\n\r\n");
+        self.flush(stream).await.is_ok() && !self.worker.shutting_down()
     }
 
     /// Queues a server-generated answer after which the connection closes.

@@ -16,6 +16,7 @@
 use crate::http::date::DateBlock;
 use crate::http::StatusCode;
 use crate::response::headers::is_valid_header;
+use crate::response::BodyStream;
 
 /// What the `Connection` header of a response must say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +50,18 @@ pub(crate) struct Encoder<'a> {
     date: &'a DateBlock,
     connection: ConnectionHeader,
     head_only: bool,
+    /// Where a streamed body goes for the driver to send, if this writer
+    /// can stream.
+    streams: Option<&'a mut Option<PendingStream>>,
+}
+
+/// A streamed body whose head is written: the driver sends its chunks.
+#[derive(Debug)]
+pub(crate) struct PendingStream {
+    pub(crate) body: BodyStream,
+    /// Chunked transfer coding; otherwise the body ends with the
+    /// connection (HTTP/1.0, or a connection closing anyway).
+    pub(crate) chunked: bool,
 }
 
 const OK_PREAMBLE: &[u8] = b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: ";
@@ -81,7 +94,55 @@ impl<'a> Encoder<'a> {
         connection: ConnectionHeader,
         head_only: bool,
     ) -> Encoder<'a> {
-        Encoder { out, date, connection, head_only }
+        Encoder { out, date, connection, head_only, streams: None }
+    }
+
+    /// Lets this encoder hand streamed bodies to `slot`.
+    pub(crate) fn streaming_into(mut self, slot: &'a mut Option<PendingStream>) -> Encoder<'a> {
+        self.streams = Some(slot);
+        self
+    }
+
+    /// Writes the head of a response whose body is `stream` and leaves the
+    /// stream for the driver: chunked on a connection that stays open,
+    /// delimited by the close otherwise (HTTP/1.0 has no chunked coding).
+    /// A `HEAD` request, or a status without a body, gets the head only.
+    pub(crate) fn write_stream_head<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        stream: BodyStream,
+    ) -> Result<(), InvalidHeader> {
+        if status.forbids_body() {
+            return self.write(status, content_type, headers, b"");
+        }
+        let Some(slot) = self.streams.as_deref_mut() else {
+            // Only the connection's own writers can stream; no other writer
+            // is handed a streamed response.
+            return Err(InvalidHeader);
+        };
+        let chunked = self.connection == ConnectionHeader::Omit;
+        if !chunked {
+            self.connection = ConnectionHeader::Close;
+        }
+        let head_only = self.head_only;
+        if !head_only {
+            *slot = Some(PendingStream { body: stream, chunked });
+        }
+        let start = self.out.len();
+        if let Err(e) = self.start(status, content_type, headers, false, false) {
+            if let Some(slot) = self.streams.as_deref_mut() {
+                *slot = None;
+            }
+            self.out.truncate(start);
+            return Err(e);
+        }
+        if chunked {
+            self.out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        }
+        self.finish_head(false);
+        Ok(())
     }
 
     /// Bytes in the output buffer.
@@ -114,7 +175,7 @@ impl<'a> Encoder<'a> {
         body: &[u8],
     ) -> Result<(), InvalidHeader> {
         let forbids_body = status.forbids_body();
-        self.start(status, content_type, headers, forbids_body)?;
+        self.start(status, content_type, headers, forbids_body, !forbids_body)?;
         if forbids_body {
             self.finish_head(false);
             return Ok(());
@@ -144,7 +205,7 @@ impl<'a> Encoder<'a> {
     ) -> Result<(), WriteError<E>> {
         let response_start = self.out.len();
         let forbids_body = status.forbids_body();
-        self.start(status, content_type, headers, forbids_body)
+        self.start(status, content_type, headers, forbids_body, !forbids_body)
             .map_err(|InvalidHeader| WriteError::InvalidHeader)?;
         if forbids_body {
             self.finish_head(false);
@@ -189,6 +250,7 @@ impl<'a> Encoder<'a> {
         content_type: &str,
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         forbids_body: bool,
+        length_line: bool,
     ) -> Result<(), InvalidHeader> {
         let response_start = self.out.len();
         let known = if status == StatusCode::OK {
@@ -227,7 +289,7 @@ impl<'a> Encoder<'a> {
             self.out.extend_from_slice(value.as_bytes());
             self.out.extend_from_slice(b"\r\n");
         }
-        if !forbids_body {
+        if length_line {
             self.out.extend_from_slice(b"Content-Length: ");
         }
         Ok(())
