@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use peregrine::cache::LocalCache;
+use peregrine::middleware::compression;
 use peregrine::ResponseWriter;
 use peregrine::{
     Body, Config, Content, Error, FromRequest, Html, IntoResponse, Json, Path, Query, Request, Router,
@@ -211,24 +212,30 @@ struct Multiplier {
     m: Option<i64>,
 }
 
+/// `/json/{count}?m=M`: the dataset's first `count` items, processed.
+fn json_count(
+    Path(count): Path<usize>,
+    Query(q): Query<Multiplier>,
+    peregrine::State(app): peregrine::State<App>,
+) -> Result<Json<dataset::Processed>, Error> {
+    if count == 0 {
+        return Err(Error::bad_request("count must be at least 1"));
+    }
+    Ok(Json(dataset::Processed { items: app.dataset, count, m: q.m.unwrap_or(1) }))
+}
+
 fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
     let cache = Rc::new(LocalCache::new(CACHE_CAPACITY, CACHE_TTL));
-    Router::with_state(App { dataset, store, cache })
+    let app = App { dataset, store, cache };
+    // Compressed when the client accepts it (HttpArena's json-comp), by the
+    // library's middleware, per response.
+    let compressed = Router::with_state(app.clone()).get("/json/{count}", json_count).layer(compression());
+    Router::with_state(app)
         .get("/plaintext", || Content("text/plain", "Hello, World!"))
         .get("/json", || Json(Message { message: "Hello, World!" }))
         .get("/baseline11", baseline)
         .post("/baseline11", baseline)
-        .get(
-            "/json/{count}",
-            |Path(count): Path<usize>,
-             Query(q): Query<Multiplier>,
-             peregrine::State(app): peregrine::State<App>| {
-                if count == 0 {
-                    return Err(Error::bad_request("count must be at least 1"));
-                }
-                Ok(Json(dataset::Processed { items: app.dataset, count, m: q.m.unwrap_or(1) }))
-            },
-        )
+        .merge(compressed)
         .post_stream("/upload", |body: Body| async move { body.count().await.map(|n| Number(n as i64)) })
         .get_async("/db", db)
         .get_async("/queries", queries)

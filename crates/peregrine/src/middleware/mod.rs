@@ -23,7 +23,7 @@
 //! building the group as its own router and [`nest`](crate::Router::nest)ing
 //! or [`merge`](crate::Router::merge)ing it, and to one route the same way.
 //!
-//! Built in: [`trace`] (request logging), [`cors`], [`timeout`],
+//! Built in: [`trace`] (request logging), [`cors`], [`compression`], [`timeout`],
 //! [`request_id`], [`body_limit`], [`bearer_auth`] and [`basic_auth`].
 //! Middleware also sees requests whose method the route does not serve
 //! (they would get `405`), so [`cors`] answers preflights without routes.
@@ -38,6 +38,7 @@
 //! streaming handler.
 
 mod auth;
+mod compression;
 mod cors;
 mod limit;
 mod request_id;
@@ -45,6 +46,7 @@ mod timeout;
 mod trace;
 
 pub use auth::{basic_auth, bearer_auth, BasicAuth, BearerAuth};
+pub use compression::{compression, negotiate, Coding, Compression};
 pub use cors::{cors, Cors};
 pub use limit::{body_limit, BodyLimit};
 pub use request_id::{request_id, RequestId, SetRequestId};

@@ -20,7 +20,7 @@ mod owned;
 mod stream;
 mod writer;
 
-pub(crate) use stream::BodyStream;
+pub(crate) use stream::{BodyStream, ChunkStream};
 pub use stream::{BoxError, Event, Sse};
 
 use headers::{is_managed_header, is_valid_header};
@@ -111,6 +111,16 @@ impl Response {
             body.extend_from_slice(&chunk);
         }
         self.body = Cow::Owned(body);
+    }
+
+    /// Takes a streamed body out (for middleware that transforms it).
+    pub(crate) fn take_stream(&mut self) -> Option<BodyStream> {
+        self.stream.take()
+    }
+
+    /// Puts a streamed body (back) in.
+    pub(crate) fn put_stream(&mut self, stream: BodyStream) {
+        self.stream = Some(stream);
     }
 
     /// Whether the body is a stream.
