@@ -57,6 +57,7 @@ pub mod fuzzing;
 pub mod handler;
 mod http;
 pub mod middleware;
+pub mod multipart;
 mod pattern;
 mod pipeline;
 mod proto;
