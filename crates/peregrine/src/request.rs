@@ -186,6 +186,45 @@ impl OwnedRequest {
         }
     }
 
+    /// This request as an `http` crate request (what middleware attached
+    /// stays behind: take it first with [`OwnedRequest::extensions_mut`]).
+    pub fn into_http(self) -> ::http::Request<Vec<u8>> {
+        let target = match &self.query {
+            Some(q) => format!("{}?{q}", self.path),
+            None => self.path.to_string(),
+        };
+        let mut builder = ::http::Request::builder().method(self.method_str.as_ref()).uri(target);
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_ref(), value.as_ref());
+        }
+        // Method, target and headers came from a request the parser
+        // accepted (or middleware set through checked setters), which the
+        // `http` types accept too; a request they refuse becomes an empty
+        // one rather than a panic.
+        builder.body(self.body).unwrap_or_default()
+    }
+
+    /// A request from `http` crate parts (back from a tower layer).
+    pub(crate) fn from_http(
+        parts: ::http::request::Parts,
+        body: Vec<u8>,
+        extensions: Extensions,
+        peer: Option<SocketAddr>,
+    ) -> OwnedRequest {
+        let path = parts.uri.path();
+        OwnedRequest {
+            peer,
+            method: Method::from(parts.method.clone()),
+            method_str: parts.method.as_str().into(),
+            path: if path.is_empty() { "/".into() } else { path.into() },
+            query: parts.uri.query().map(Into::into),
+            version: Version::Http11,
+            headers: parts.headers.iter().map(|(n, v)| (n.as_str().into(), v.as_bytes().into())).collect(),
+            body,
+            extensions,
+        }
+    }
+
     /// Copies `req`.
     pub(crate) fn from_request(req: &Request<'_>) -> OwnedRequest {
         OwnedRequest {

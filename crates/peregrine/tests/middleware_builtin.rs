@@ -192,3 +192,35 @@ fn trace_logs_method_path_status_latency_and_client() {
         assert!(line.contains(want), "{want} missing from {line:?}");
     }
 }
+
+#[test]
+fn a_tower_http_layer_runs_as_middleware() {
+    use http::header::{HeaderValue, AUTHORIZATION};
+    use peregrine::middleware::tower;
+    use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+    use tower_http::set_header::SetResponseHeaderLayer;
+
+    fn app() -> Router {
+        Router::new()
+            .get(
+                "/towered/{name}",
+                |peregrine::Path(name): peregrine::Path<String>, req: peregrine::OwnedRequest| async move {
+                    format!("{name} {}", req.header_str("authorization").unwrap_or("-"))
+                },
+            )
+            .layer(tower(SetResponseHeaderLayer::if_not_present(
+                http::HeaderName::from_static("x-layer"),
+                HeaderValue::from_static("yes"),
+            )))
+            .layer(tower(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION])))
+            .layer(request_id())
+    }
+    let server = Server::with_config(config()).spawn("127.0.0.1:0", |_| async { app() }).expect("starts");
+    let mut c = Client::connect(server.local_addr());
+    let r = send(&mut c, "GET /towered/ada?x=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "ada Bearer t", "path parameters and headers pass through the tower layers");
+    assert_eq!(r.header("x-layer"), Some("yes"));
+    assert!(r.header("x-request-id").is_some(), "peregrine middleware outside tower layers still runs");
+    server.shutdown();
+}

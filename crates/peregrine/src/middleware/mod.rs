@@ -23,6 +23,8 @@
 //! building the group as its own router and [`nest`](crate::Router::nest)ing
 //! or [`merge`](crate::Router::merge)ing it, and to one route the same way.
 //!
+//! A tower layer (tower-http's, say) runs as middleware through [`tower`].
+//!
 //! Built in: [`trace`] (request logging), [`cors`], [`compression`], [`timeout`],
 //! [`request_id`], [`body_limit`], [`bearer_auth`] and [`basic_auth`].
 //! Middleware also sees requests whose method the route does not serve
@@ -43,6 +45,7 @@ mod cors;
 mod limit;
 mod request_id;
 mod timeout;
+mod tower;
 mod trace;
 
 pub use auth::{basic_auth, bearer_auth, BasicAuth, BearerAuth};
@@ -51,6 +54,7 @@ pub use cors::{cors, Cors};
 pub use limit::{body_limit, BodyLimit};
 pub use request_id::{request_id, RequestId, SetRequestId};
 pub use timeout::{timeout, Timeout};
+pub use tower::{tower, NextService, TowerLayer};
 pub use trace::{trace, Trace};
 
 use std::fmt;
