@@ -53,6 +53,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod extract;
+pub mod fs;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -1,0 +1,90 @@
+//! The default source: every request opens the file (and the chosen
+//! precompressed sibling) on disk, so a changed file is served changed at
+//! once and nothing of its contents is kept between requests (HttpArena's
+//! *production* rule).
+//!
+//! Each file is opened only after its path was resolved with
+//! `fs::canonicalize` (every symlink followed) and the result checked to lie
+//! under the root, itself canonicalized when the `ServeDir` was built: a
+//! symlink inside the root that leads out of it is a `404`, one that stays
+//! inside is followed. Siblings are checked the same way, since `app.js.br`
+//! could be the link. Files are opened with `O_NONBLOCK` so a FIFO in the
+//! tree cannot stall the worker in `open`, and anything but a regular file
+//! (directories, devices, FIFOs) is a `404`.
+//!
+//! The I/O is blocking and runs on the worker thread: for the files a web
+//! site serves (kilobytes to a few hundred) the page cache answers in
+//! microseconds, faster than handing the read to another thread and back.
+//! A cold, slow disk stalls the worker's other connections for that long.
+
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use super::negotiate::Coding;
+use super::{Selected, Source, Variant};
+
+/// Finds the variant of `rel` (already sanitized) to send: the first of
+/// `codings` that exists under `root`.
+pub(crate) fn select(root: &Path, rel: &str, codings: &[Coding]) -> io::Result<Selected<'static>> {
+    let Some((canonical, file, meta)) = open_under(root, &root.join(rel))? else {
+        return Ok(Selected::NotFound);
+    };
+    let mut identity = Some((file, meta));
+    for &coding in codings {
+        if coding == Coding::Identity {
+            if let Some((file, meta)) = identity.take() {
+                return Ok(Selected::Variant(variant(file, &meta, coding)));
+            }
+            continue;
+        }
+        let mut sibling = canonical.clone().into_os_string();
+        sibling.push(coding.suffix());
+        if let Some((_, file, meta)) = open_under(root, Path::new(&sibling))? {
+            return Ok(Selected::Variant(variant(file, &meta, coding)));
+        }
+    }
+    Ok(Selected::NotAcceptable)
+}
+
+fn variant(file: File, meta: &Metadata, coding: Coding) -> Variant<'static> {
+    let mtime = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+    Variant::new(coding, meta.len(), mtime, Source::File(file))
+}
+
+/// Opens `path` if it resolves to a regular file under `root`. Errors that
+/// mean "no such file here" are `Ok(None)`; others (out of descriptors,
+/// I/O errors) are returned.
+pub(crate) fn open_under(root: &Path, path: &Path) -> io::Result<Option<(PathBuf, File, Metadata)>> {
+    let canonical = match fs::canonicalize(path) {
+        Ok(c) => c,
+        Err(e) if means_absent(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !canonical.starts_with(root) {
+        return Ok(None);
+    }
+    let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&canonical) {
+        Ok(f) => f,
+        Err(e) if means_absent(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    Ok(Some((canonical, file, meta)))
+}
+
+/// Whether an error from resolving or opening a path means the file is not
+/// there to serve (rather than the server failing).
+fn means_absent(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidInput
+    ) || matches!(
+        e.raw_os_error(),
+        Some(libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG | libc::EISDIR | libc::ENXIO)
+    )
+}
