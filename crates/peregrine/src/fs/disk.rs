@@ -3,13 +3,19 @@
 //! once and nothing of its contents is kept between requests (HttpArena's
 //! *production* rule).
 //!
-//! Each file is opened only after its path was resolved with
-//! `fs::canonicalize` (every symlink followed) and the result checked to lie
-//! under the root, itself canonicalized when the `ServeDir` was built: a
-//! symlink inside the root that leads out of it is a `404`, one that stays
-//! inside is followed. Siblings are checked the same way, since `app.js.br`
-//! could be the link. Files are opened with `O_NONBLOCK` so a FIFO in the
-//! tree cannot stall the worker in `open`, and anything but a regular file
+//! A file is opened read-only (with `O_NONBLOCK`, so a FIFO in the tree
+//! cannot stall the worker in `open`), and then its real location, every
+//! symlink resolved, must lie under the root (itself resolved when the
+//! `ServeDir` was built): otherwise it is closed unread and the answer is
+//! `404`. A symlink inside the root that leads out of it is thus refused,
+//! one that stays inside is followed. The real location comes from
+//! `/proc/self/fd/N`, where the kernel keeps the path of every open file:
+//! one `readlink`, where `fs::canonicalize` takes one per path component
+//! of the whole path, root included (14 per request for a file and its
+//! sibling in this repository's `crates/peregrine-tfb/data/static`).
+//! Without `/proc`, `fs::canonicalize` is the fallback. Siblings are looked for
+//! next to the requested name (`X.br` for `X`) and checked the same way,
+//! since the sibling could be the link. Anything but a regular file
 //! (directories, devices, FIFOs) is a `404`.
 //!
 //! The I/O is blocking and runs on the worker thread: for the files a web
@@ -20,7 +26,8 @@
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
 
 use super::negotiate::Coding;
 use super::{Selected, Source, Variant};
@@ -28,7 +35,8 @@ use super::{Selected, Source, Variant};
 /// Finds the variant of `rel` (already sanitized) to send: the first of
 /// `codings` that exists under `root`.
 pub(crate) fn select(root: &Path, rel: &str, codings: &[Coding]) -> io::Result<Selected<'static>> {
-    let Some((canonical, file, meta)) = open_under(root, &root.join(rel))? else {
+    let requested = root.join(rel);
+    let Some((file, meta)) = open_under(root, &requested)? else {
         return Ok(Selected::NotFound);
     };
     let mut identity = Some((file, meta));
@@ -39,9 +47,9 @@ pub(crate) fn select(root: &Path, rel: &str, codings: &[Coding]) -> io::Result<S
             }
             continue;
         }
-        let mut sibling = canonical.clone().into_os_string();
+        let mut sibling = requested.clone().into_os_string();
         sibling.push(coding.suffix());
-        if let Some((_, file, meta)) = open_under(root, Path::new(&sibling))? {
+        if let Some((file, meta)) = open_under(root, Path::new(&sibling))? {
             return Ok(Selected::Variant(variant(file, &meta, coding)));
         }
     }
@@ -56,25 +64,28 @@ fn variant(file: File, meta: &Metadata, coding: Coding) -> Variant<'static> {
 /// Opens `path` if it resolves to a regular file under `root`. Errors that
 /// mean "no such file here" are `Ok(None)`; others (out of descriptors,
 /// I/O errors) are returned.
-pub(crate) fn open_under(root: &Path, path: &Path) -> io::Result<Option<(PathBuf, File, Metadata)>> {
-    let canonical = match fs::canonicalize(path) {
-        Ok(c) => c,
-        Err(e) if means_absent(&e) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    if !canonical.starts_with(root) {
-        return Ok(None);
-    }
-    let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&canonical) {
+pub(crate) fn open_under(root: &Path, path: &Path) -> io::Result<Option<(File, Metadata)>> {
+    let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
         Ok(f) => f,
         Err(e) if means_absent(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
+    let real = match fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(real) => real,
+        Err(_) => match fs::canonicalize(path) {
+            Ok(real) => real,
+            Err(e) if means_absent(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    };
+    if !real.starts_with(root) {
+        return Ok(None);
+    }
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Ok(None);
     }
-    Ok(Some((canonical, file, meta)))
+    Ok(Some((file, meta)))
 }
 
 /// Whether an error from resolving or opening a path means the file is not

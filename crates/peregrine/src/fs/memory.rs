@@ -119,7 +119,7 @@ fn walk(
         }
         // Symlinks are resolved and checked against the root like on disk;
         // this also skips links to directories (not regular files).
-        let Some((_, file, meta)) = disk::open_under(root, &entry.path())? else { continue };
+        let Some((file, meta)) = disk::open_under(root, &entry.path())? else { continue };
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
         io::Read::read_to_end(&mut &file, &mut bytes)?;
         let mtime = meta.modified().unwrap_or(std::time::UNIX_EPOCH);

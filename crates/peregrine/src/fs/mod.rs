@@ -76,9 +76,11 @@
 //! empty, absolute, has an empty, `.` or `..` segment, holds a backslash
 //! or NUL, is not UTF-8, or holds an invalid escape: `..`, `%2e%2e`,
 //! `..%2f`, `a%00b` and `/static//etc/passwd` never reach the file system.
-//! What passes is resolved with every symlink followed and must still lie
-//! under the (equally resolved) root: a symlink inside the tree that leads
-//! out of it is a `404`, one that stays inside is followed. Hidden files
+//! What passes is opened, and the file's real location (every symlink
+//! resolved, as the kernel reports it in `/proc/self/fd`, or by
+//! `fs::canonicalize` without `/proc`) must lie under the equally resolved
+//! root, or it is closed unread: a symlink inside the tree that leads out
+//! of it is a `404`, one that stays inside is followed. Hidden files
 //! (`.well-known/...`) are served like any other.
 //!
 //! # Disk or memory
