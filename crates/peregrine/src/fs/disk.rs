@@ -34,26 +34,32 @@ use super::{Selected, Source, Variant};
 
 /// Finds the variant of `rel` (already sanitized) to send: the first of
 /// `codings` that exists under `root`.
+///
+/// Only the variant sent is opened and checked for its real location; the
+/// file itself, which must exist for a sibling to be sent, is then only
+/// `stat`ed (five system calls for a `.br` instead of eight).
 pub(crate) fn select(root: &Path, rel: &str, codings: &[Coding]) -> io::Result<Selected<'static>> {
     let requested = root.join(rel);
-    let Some((file, meta)) = open_under(root, &requested)? else {
-        return Ok(Selected::NotFound);
-    };
-    let mut identity = Some((file, meta));
+    let exists = || fs::metadata(&requested).is_ok_and(|m| m.is_file());
     for &coding in codings {
-        if coding == Coding::Identity {
-            if let Some((file, meta)) = identity.take() {
-                return Ok(Selected::Variant(variant(file, &meta, coding)));
+        let found = if coding == Coding::Identity {
+            match open_under(root, &requested)? {
+                Some(found) => Some(found),
+                None => return Ok(Selected::NotFound),
             }
-            continue;
-        }
-        let mut sibling = requested.clone().into_os_string();
-        sibling.push(coding.suffix());
-        if let Some((file, meta)) = open_under(root, Path::new(&sibling))? {
+        } else {
+            let mut sibling = requested.clone().into_os_string();
+            sibling.push(coding.suffix());
+            open_under(root, Path::new(&sibling))?
+        };
+        if let Some((file, meta)) = found {
+            if coding != Coding::Identity && !exists() {
+                return Ok(Selected::NotFound);
+            }
             return Ok(Selected::Variant(variant(file, &meta, coding)));
         }
     }
-    Ok(Selected::NotAcceptable)
+    Ok(if exists() { Selected::NotAcceptable } else { Selected::NotFound })
 }
 
 fn variant(file: File, meta: &Metadata, coding: Coding) -> Variant<'static> {
