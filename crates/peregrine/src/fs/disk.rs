@@ -22,6 +22,14 @@
 //! site serves (kilobytes to a few hundred) the page cache answers in
 //! microseconds, faster than handing the read to another thread and back.
 //! A cold, slow disk stalls the worker's other connections for that long.
+//!
+//! Measured on the project's 2-core VM (one worker, 64 connections,
+//! HttpArena's `Accept-Encoding: br;q=1, gzip;q=0.8`, other builds running
+//! beside it): `reset.css` (a 2.4 KB `.br`) cost about 15 µs of server CPU
+//! per request from disk against 6 µs from memory (68k and 158k requests
+//! per CPU-second), `app.js` (a 47 KB `.br`) 23 µs against 15 µs. The p99
+//! latency was 18 to 58 ms in both modes, set by the queue of 64
+//! connections on a shared CPU, not by the file I/O.
 
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
