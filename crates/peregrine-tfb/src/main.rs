@@ -285,6 +285,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let files = match static_files(&cli) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("peregrine-tfb: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut server = Server::new();
     if let Some(n) = cli.workers {
         server = server.workers(n);
@@ -307,13 +314,6 @@ fn main() -> ExitCode {
         eprintln!("peregrine-tfb: {e}");
         return ExitCode::FAILURE;
     }
-    let files = match static_files(&cli) {
-        Ok(files) => files,
-        Err(e) => {
-            eprintln!("peregrine-tfb: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     tracing::info!(addr = %cli.addr, workers, "peregrine-tfb listening");
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
