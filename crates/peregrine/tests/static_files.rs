@@ -60,6 +60,9 @@ impl Tree {
         symlink("/etc/passwd", root.join("passwd-link")).unwrap();
         symlink("../outside.txt", root.join("up")).unwrap();
         symlink("hello.txt", root.join("inside-link.txt")).unwrap();
+        // A FIFO: opening it for reading would wait for a writer.
+        let made = std::process::Command::new("mkfifo").arg(root.join("fifo")).status().unwrap();
+        assert!(made.success(), "mkfifo");
         // A sibling that is a way out: it must never be served.
         symlink("/etc/passwd", root.join("app2.js.br")).unwrap();
         Tree { base }
@@ -386,6 +389,7 @@ fn assert_no_way_out(files: ServeDir) {
         "/static/./hello.txt",
         "/static/sub",
         "/static/sub/",
+        "/static/fifo",
         "/static/",
         "/static/missing.txt",
         "/static/%zz",
@@ -491,4 +495,28 @@ fn a_missing_root_is_404_not_500() {
     assert_eq!(c.get("/static/x.txt", &[]).status, 404);
     assert!(ServeDir::new("/nonexistent/peregrine/static").in_memory().is_err());
     server.shutdown();
+}
+
+#[test]
+fn large_files_arrive_whole_and_in_ranges() {
+    let tree = Tree::new();
+    // Larger than the connection's flush threshold and kept buffer.
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(tree.root().join("big.bin"), &big).unwrap();
+    for files in [ServeDir::new(tree.root()), ServeDir::new(tree.root()).in_memory().unwrap()] {
+        let server = start(files);
+        let mut c = Conn::new(server.local_addr());
+        for _ in 0..2 {
+            let r = c.get("/static/big.bin", &[]);
+            assert_eq!((r.status, r.body.len()), (200, big.len()));
+            assert!(r.body == big);
+            let r = c.get("/static/big.bin", &[("Range", "bytes=2999990-")]);
+            assert_eq!(r.status, 206);
+            assert_eq!(r.body, &big[2_999_990..]);
+            assert_eq!(r.header("content-range"), Some("bytes 2999990-2999999/3000000"));
+        }
+        // Still in step after the large bodies.
+        assert_eq!(c.get("/static/hello.txt", &[]).body, HELLO);
+        server.shutdown();
+    }
 }
