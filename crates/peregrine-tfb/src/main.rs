@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use peregrine::cache::LocalCache;
+use peregrine::fs::ServeDir;
 use peregrine::middleware::compression;
 use peregrine::ResponseWriter;
 use peregrine::{
@@ -51,6 +52,14 @@ struct Cli {
     /// Seconds an idle keep-alive connection is kept open.
     #[arg(long, value_name = "SECS", default_value_t = Config::default().idle_timeout.as_secs())]
     idle_timeout: u64,
+    /// Directory served under /static/ (HttpArena's 20 files and their
+    /// .br/.gz siblings ship in the repository), read from disk per request.
+    #[arg(long, value_name = "DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data/static"))]
+    static_dir: PathBuf,
+    /// Load --static-dir into memory at start instead (HttpArena's "tuned"
+    /// rule; the default is its "production" one).
+    #[arg(long)]
+    static_in_memory: bool,
 }
 
 const AFTER_HELP: &str = "\
@@ -66,7 +75,7 @@ Environment:
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
 /updates?queries=N /cached-queries?count=N /baseline11 /json/{count}?m=M
-/upload";
+/upload /static/{file}";
 
 #[derive(Serialize)]
 struct Message {
@@ -224,7 +233,7 @@ fn json_count(
     Ok(Json(dataset::Processed { items: app.dataset, count, m: q.m.unwrap_or(1) }))
 }
 
-fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
+fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store, files: ServeDir) -> Router<App> {
     let cache = Rc::new(LocalCache::new(CACHE_CAPACITY, CACHE_TTL));
     let app = App { dataset, store, cache };
     // Compressed when the client accepts it (HttpArena's json-comp), by the
@@ -242,6 +251,19 @@ fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
         .get_async("/updates", updates)
         .get_async("/fortunes", fortunes_handler)
         .get_async("/cached-queries", cached_queries)
+        .get("/static/{*file}", files)
+}
+
+/// The service behind `/static/`, from `--static-dir` and `--static-in-memory`.
+fn static_files(cli: &Cli) -> Result<ServeDir, String> {
+    let files = ServeDir::new(&cli.static_dir);
+    if !files.root().is_dir() {
+        return Err(format!("--static-dir {} is not a directory", cli.static_dir.display()));
+    }
+    if !cli.static_in_memory {
+        return Ok(files);
+    }
+    files.in_memory().map_err(|e| format!("cannot load --static-dir {}: {e}", cli.static_dir.display()))
 }
 
 /// Creates and seeds the tables if they are missing, before any worker
@@ -270,6 +292,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let files = match static_files(&cli) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("peregrine-tfb: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut server = Server::new();
     if let Some(n) = cli.workers {
         server = server.workers(n);
@@ -295,13 +324,18 @@ fn main() -> ExitCode {
     tracing::info!(addr = %cli.addr, workers, "peregrine-tfb listening");
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
+        let files = files.clone();
         async move {
             // No waiting for the database here: a worker that is not yet
             // accepting leaves connections the kernel gave it stuck in its
             // backlog. Requests arriving before the pool's first connection
             // wait for it instead (`PgPool::get_or_wait`).
             let store = store?;
-            Ok::<_, peregrine::db::Error>(build_router(Rc::new(dataset::load().unwrap_or_default()), store))
+            Ok::<_, peregrine::db::Error>(build_router(
+                Rc::new(dataset::load().unwrap_or_default()),
+                store,
+                files,
+            ))
         }
     });
     match result {

@@ -51,6 +51,7 @@ pub mod db;
 pub mod error;
 mod extensions;
 pub mod extract;
+pub mod fs;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -14,7 +14,7 @@
 //! - [`html`]: the fortunes document (IMF-fixdate validation is
 //!   [`http_probe::date`]'s);
 //! - [`config`]: per-server paths and parameter names;
-//! - [`tfb`], [`arena`], [`badinput`], [`db`]: which requests to send for the
+//! - [`tfb`], [`arena`], [`static_files`], [`badinput`], [`db`]: which requests to send for the
 //!   TFB test types, the HttpArena profiles, the bad-input battery, and the
 //!   database-side checks (`pg_stat_statements`, persisted updates).
 
@@ -24,6 +24,7 @@ mod checks;
 mod config;
 mod db;
 mod html;
+mod static_files;
 #[cfg(test)]
 mod testserver;
 mod tfb;
@@ -43,7 +44,7 @@ pub enum Group {
     Tfb,
     /// Pipelined requests on one connection.
     Pipelining,
-    /// HttpArena baseline, json processing and upload.
+    /// HttpArena baseline, json processing, upload and static files.
     Arena,
     /// Malformed, oversized and smuggling requests.
     BadInput,
@@ -208,6 +209,7 @@ fn run_checks(ctx: &Ctx, url: &str, enabled: &dyn Fn(Group) -> bool, database_ur
     }
     if enabled(Group::Arena) {
         arena::run(ctx, &mut rep);
+        static_files::run(ctx, &mut rep);
     }
     if enabled(Group::BadInput) {
         badinput::run(ctx, &mut rep);

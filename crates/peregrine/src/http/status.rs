@@ -31,6 +31,7 @@ statuses! {
     CREATED = 201, "Created";
     ACCEPTED = 202, "Accepted";
     NO_CONTENT = 204, "No Content";
+    PARTIAL_CONTENT = 206, "Partial Content";
     MOVED_PERMANENTLY = 301, "Moved Permanently";
     FOUND = 302, "Found";
     SEE_OTHER = 303, "See Other";
@@ -50,6 +51,7 @@ statuses! {
     PAYLOAD_TOO_LARGE = 413, "Content Too Large";
     URI_TOO_LONG = 414, "URI Too Long";
     UNSUPPORTED_MEDIA_TYPE = 415, "Unsupported Media Type";
+    RANGE_NOT_SATISFIABLE = 416, "Range Not Satisfiable";
     EXPECTATION_FAILED = 417, "Expectation Failed";
     UNPROCESSABLE_ENTITY = 422, "Unprocessable Content";
     TOO_MANY_REQUESTS = 429, "Too Many Requests";

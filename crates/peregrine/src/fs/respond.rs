@@ -1,0 +1,142 @@
+//! From a chosen variant to the answer: evaluates the conditional headers
+//! and `Range`, picks the status (`200`, `206`, `304`, `416`), writes the
+//! headers, and puts the bytes in the connection's output buffer.
+//!
+//! Order of evaluation (RFC 9110 §13.2.2): `If-None-Match`, else
+//! `If-Modified-Since` (either may answer `304`); then `If-Range` and
+//! `Range` (only for `GET`: RFC 9110 defines ranges for no other method, so
+//! `HEAD` answers as the `GET` without `Range` would).
+//!
+//! A file on disk is read straight into the output buffer, after the head
+//! (one `read` for a whole file, a `seek` and one `read` for a range): one
+//! copy from the page cache, none through an intermediate buffer. The
+//! whole body is in memory at once, so a response costs its size in memory
+//! until it is written (the buffer is released afterwards); there is no
+//! streaming of large files. A `HEAD` reads nothing. If the file turns out
+//! shorter than its metadata said (it changed while being read), the
+//! partial response is dropped and a `500` is sent.
+
+use std::io::{self, Read, Seek, SeekFrom};
+
+use super::conditional;
+use super::range::{self, RangeAnswer};
+use super::{Settings, Source, Variant};
+use crate::error::Error;
+use crate::http::{Method, StatusCode};
+use crate::request::Request;
+use crate::response::{IntoResponse, ResponseWriter, TEXT_UTF8};
+
+/// Writes the answer to `req` with `variant`.
+pub(crate) fn respond(
+    req: &Request<'_>,
+    w: &mut ResponseWriter<'_>,
+    settings: &Settings,
+    content_type: &str,
+    variant: Variant<'_>,
+) {
+    let not_modified = match req.header("if-none-match") {
+        Some(tags) => conditional::none_match(tags, &variant.etag),
+        None => req
+            .header("if-modified-since")
+            .is_some_and(|date| conditional::not_modified_since(date, variant.mtime)),
+    };
+    let range = match req.header("range") {
+        _ if not_modified => RangeAnswer::Whole,
+        Some(range) if req.method() == Method::Get => {
+            let applies = req
+                .header("if-range")
+                .map_or(true, |v| conditional::if_range_holds(v, &variant.etag, variant.mtime));
+            if applies {
+                range::parse(range, variant.len)
+            } else {
+                RangeAnswer::Whole
+            }
+        }
+        _ => RangeAnswer::Whole,
+    };
+    let content_range = match range {
+        RangeAnswer::Whole => None,
+        RangeAnswer::Part { start, end } => Some(format!("bytes {start}-{end}/{}", variant.len)),
+        RangeAnswer::Unsatisfiable => Some(format!("bytes */{}", variant.len)),
+    };
+
+    let mut headers: [(&str, &str); 7] = [("", ""); 7];
+    let mut n = 0;
+    let mut push = |name, value| {
+        headers[n] = (name, value);
+        n += 1;
+    };
+    push("Accept-Ranges", "bytes");
+    if settings.precompressed {
+        push("Vary", "Accept-Encoding");
+    }
+    push("ETag", &variant.etag);
+    push("Last-Modified", &variant.last_modified);
+    if let Some(cache_control) = &settings.cache_control {
+        push("Cache-Control", cache_control);
+    }
+    if let Some(content_range) = &content_range {
+        push("Content-Range", content_range);
+    }
+    // The coding describes the body, so a 304 (no body) and a 416 (a
+    // plain-text reason) do not carry it.
+    let sends_variant = !not_modified && range != RangeAnswer::Unsatisfiable;
+    if let (true, Some(coding)) = (sends_variant, variant.coding.header()) {
+        push("Content-Encoding", coding);
+    }
+    let headers = headers[..n].iter().copied();
+
+    let (status, start, len) = match range {
+        _ if not_modified => return w.write(StatusCode::NOT_MODIFIED, content_type, headers, b""),
+        RangeAnswer::Unsatisfiable => {
+            return w.write(StatusCode::RANGE_NOT_SATISFIABLE, TEXT_UTF8, headers, b"range not satisfiable\n")
+        }
+        RangeAnswer::Whole => (StatusCode::OK, 0, variant.len),
+        RangeAnswer::Part { start, end } => (StatusCode::PARTIAL_CONTENT, start, end - start + 1),
+    };
+    let Ok(len) = usize::try_from(len) else {
+        return Error::internal("file too large for this platform").write_to(w);
+    };
+    match &variant.source {
+        Source::Memory(bytes) => {
+            // `start + len` is within the bytes: both come from their length.
+            let start = start as usize;
+            w.write(status, content_type, headers, &bytes[start..start + len]);
+        }
+        Source::File(file) => {
+            let head = req.method() == Method::Head;
+            let written = w.write_with(status, content_type, headers, len, |out| {
+                if head {
+                    // Only the length counts; the writer drops the body.
+                    out.resize(out.len() + len, 0);
+                    Ok(())
+                } else {
+                    read_into(file, start, len, out)
+                }
+            });
+            if let Err(e) = written {
+                tracing::error!(error = %e, "reading a static file failed");
+                Error::internal("reading the file failed").write_to(w);
+            }
+        }
+    }
+}
+
+/// Appends `len` bytes of `file` from `start` to `out`.
+fn read_into(mut file: &std::fs::File, start: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    out.reserve(len);
+    if start > 0 {
+        file.seek(SeekFrom::Start(start))?;
+    }
+    let read = file.take(len as u64).read_to_end(out)?;
+    if read != len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read"));
+    }
+    Ok(())
+}
+
+/// Writes a `406`: the file exists, but in no coding the client accepts.
+pub(crate) fn not_acceptable(w: &mut ResponseWriter<'_>, settings: &Settings) {
+    let vary = settings.precompressed.then_some(("Vary", "Accept-Encoding"));
+    w.write(StatusCode::NOT_ACCEPTABLE, TEXT_UTF8, vary, b"no acceptable content coding\n");
+}
