@@ -134,10 +134,7 @@ fn spec(args: &LoadArgs) -> Result<LoadSpec, String> {
         }
         None => {
             let extra: String = args.headers.iter().map(|h| format!("{h}\r\n")).collect();
-            vec![Template {
-                request: format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n").into_bytes(),
-                weight: 1,
-            }]
+            vec![Template::new(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n").into_bytes(), 1)]
         }
     };
     let secs = |s: f64, what: &str| {

@@ -82,7 +82,7 @@ pub const PROFILES: [Profile; 10] = [
         arena_connections: &[32, 256],
         pipeline: 1,
         reconnect_every: Some(5),
-        sends: "POST bodies of 500 KB to 20 MB, reconnecting every 5",
+        sends: "POST bodies of 500 KB to 20 MB (Expect: 100-continue above 1 MB), reconnecting every 5",
     },
     Profile {
         name: "static",
@@ -142,6 +142,9 @@ pub const STATIC_FILES: [&str; 20] = [
     "utilities.css",
     "vendor.js",
 ];
+
+/// Upload bodies larger than this are sent with `Expect: 100-continue`.
+pub const EXPECT_ABOVE: usize = 1_000_000;
 
 /// Upload body sizes, one template each.
 pub const UPLOAD_SIZES: [usize; 6] = [500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000];
@@ -233,7 +236,7 @@ struct Requests<'a> {
 impl Requests<'_> {
     fn get(&self, target: &str, extra: &str, weight: u32) -> Template {
         let request = format!("GET {target} HTTP/1.1\r\nHost: {}\r\n{extra}\r\n", self.host).into_bytes();
-        Template { request, weight }
+        Template::new(request, weight)
     }
 
     fn with_body(
@@ -251,7 +254,25 @@ impl Requests<'_> {
         )
         .into_bytes();
         request.extend_from_slice(body);
-        Template { request, weight }
+        Template::new(request, weight)
+    }
+
+    /// As HttpArena's upload clients do: `Expect: 100-continue` above
+    /// 1 MB, the body sent after the server's `100 Continue`.
+    fn upload(&self, target: &str, body: &[u8]) -> Template {
+        if body.len() <= EXPECT_ABOVE {
+            return self.with_body("POST", target, "application/octet-stream", body, 1);
+        }
+        let mut request = format!(
+            "POST {target} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/octet-stream\r\n\
+             Content-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+            self.host,
+            body.len()
+        )
+        .into_bytes();
+        let head = request.len();
+        request.extend_from_slice(body);
+        Template { request, weight: 1, continue_at: Some(head) }
     }
 }
 
@@ -280,10 +301,7 @@ fn upload_body(len: usize) -> Vec<u8> {
 }
 
 fn upload(r: &Requests, path: &str) -> Vec<Template> {
-    UPLOAD_SIZES
-        .iter()
-        .map(|&n| r.with_body("POST", path, "application/octet-stream", &upload_body(n), 1))
-        .collect()
+    UPLOAD_SIZES.iter().map(|&n| r.upload(path, &upload_body(n))).collect()
 }
 
 fn async_db(r: &Requests, path: &str) -> Vec<Template> {
@@ -391,6 +409,14 @@ mod tests {
 
         let up = find("upload").unwrap().templates(&endpoints, "h").unwrap();
         assert!(up.iter().all(|t| t.request.len() >= 500_000 && t.request.len() < 20_001_000));
+        for t in &up {
+            let expects = text(t).contains("Expect: 100-continue\r\n");
+            assert_eq!(expects, t.continue_at.is_some());
+            assert_eq!(expects, t.request.len() > 2_000_000);
+            if let Some(at) = t.continue_at {
+                assert!(t.request[..at].ends_with(b"\r\n\r\n"));
+            }
+        }
 
         let chunked = &find("baseline").unwrap().templates(&endpoints, "h").unwrap()[3];
         assert!(text(chunked).starts_with("POST /baseline11?a=3&b=4 HTTP/1.1"), "{}", text(chunked));

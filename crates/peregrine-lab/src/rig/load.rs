@@ -36,6 +36,17 @@ use std::time::{Duration, Instant};
 pub struct Template {
     pub request: Vec<u8>,
     pub weight: u32,
+    /// For a request sent with `Expect: 100-continue`: where its body
+    /// starts. The head is written, and the body only after a `100
+    /// Continue` (a final answer instead ends the request unsent). Ignored
+    /// when pipelining.
+    pub continue_at: Option<usize>,
+}
+
+impl Template {
+    pub fn new(request: Vec<u8>, weight: u32) -> Template {
+        Template { request, weight, continue_at: None }
+    }
 }
 
 /// What to send, how, and for how long.
@@ -232,6 +243,8 @@ struct Conn {
     /// The template being written when not pipelined.
     template: usize,
     written: usize,
+    /// Write no further than this until a `100 Continue` arrives.
+    hold_at: Option<usize>,
     /// Registered for writability too (a write is incomplete).
     want_write: bool,
     /// Where this connection is in the schedule.
@@ -296,6 +309,7 @@ impl<'a> Engine<'a> {
                 batch: Vec::new(),
                 template: 0,
                 written: 0,
+                hold_at: None,
                 want_write: false,
                 cursor: i % order.len(),
                 sent_at: now,
@@ -481,6 +495,7 @@ impl<'a> Engine<'a> {
         if depth == 1 {
             c.template = self.order[c.cursor];
             c.cursor = (c.cursor + 1) % self.order.len();
+            c.hold_at = self.spec.templates[c.template].continue_at;
         } else {
             c.batch.clear();
             for _ in 0..depth {
@@ -499,8 +514,9 @@ impl<'a> Engine<'a> {
         let c = &mut self.conns[i];
         let out: &[u8] =
             if self.spec.pipeline > 1 { &c.batch } else { &self.spec.templates[c.template].request };
-        while c.written < out.len() {
-            let rest = &out[c.written..];
+        let until = c.hold_at.unwrap_or(out.len()).min(out.len());
+        while c.written < until {
+            let rest = &out[c.written..until];
             // SAFETY: `rest` is a valid slice for the length given.
             let n = unsafe {
                 libc::send(c.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
@@ -609,6 +625,9 @@ impl<'a> Engine<'a> {
                     at += head.raw.len();
                     c.answer_bytes = head.raw.len() as u64;
                     if head.is_interim() {
+                        if head.status == 100 && c.hold_at.take().is_some() {
+                            self.write(i);
+                        }
                         continue;
                     }
                     c.status = head.status;
@@ -660,6 +679,8 @@ impl<'a> Engine<'a> {
         let now = Instant::now();
         let c = &mut self.conns[i];
         c.body = Body::Head;
+        // A final answer before `100 Continue`: the body is not sent.
+        c.hold_at = None;
         c.outstanding = c.outstanding.saturating_sub(1);
         c.answered += 1;
         let s = &mut self.stats;
@@ -780,7 +801,7 @@ mod tests {
     use std::net::TcpListener;
 
     fn t(weight: u32) -> Template {
-        Template { request: Vec::new(), weight }
+        Template::new(Vec::new(), weight)
     }
 
     #[test]
@@ -848,7 +869,7 @@ mod tests {
     fn spec(addr: SocketAddr) -> LoadSpec {
         LoadSpec {
             addr,
-            templates: vec![Template { request: b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), weight: 1 }],
+            templates: vec![Template::new(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 1)],
             connections: 4,
             pipeline: 1,
             reconnect_every: None,
@@ -897,6 +918,27 @@ mod tests {
         assert!(r.requests > 10, "{r:?}");
         assert_eq!(r.errors.total(), 0, "{r:?}");
         assert!(r.reconnects >= r.requests - 4, "{r:?}");
+    }
+
+    #[test]
+    fn expect_100_continue_holds_the_body() {
+        // Answers `100 Continue` to the head, then 200 once the body
+        // (`abc`, ending the next "head" at its CRLFCRLF) has arrived.
+        let addr = serve(|n| {
+            if n % 2 == 1 {
+                (b"HTTP/1.1 100 Continue\r\n\r\n", false)
+            } else {
+                (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false)
+            }
+        });
+        let head = b"POST /u HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 7\r\n\r\n";
+        let mut request = head.to_vec();
+        request.extend_from_slice(b"abc\r\n\r\n");
+        let mut s = spec(addr);
+        s.templates = vec![Template { request, weight: 1, continue_at: Some(head.len()) }];
+        let r = run(&s).unwrap();
+        assert!(r.requests > 10, "{r:?}");
+        assert_eq!((r.errors.total(), r.status_classes[1]), (0, r.requests), "{r:?}");
     }
 
     #[test]
