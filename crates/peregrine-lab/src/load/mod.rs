@@ -59,9 +59,10 @@ pub struct LoadArgs {
     /// Print the report as one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Compare with wrk: alternate wrk and this generator, same URL and
-    /// connections, `--rounds` times, and print requests/s and requests per
-    /// client CPU-second of each (plain GETs only, no --profile).
+    /// Compare with wrk: alternate wrk and this generator, same URL,
+    /// connections and pipeline depth, `--rounds` times, and print
+    /// requests/s and requests per client CPU-second of each (plain GETs
+    /// only, no --profile).
     #[arg(long)]
     vs_wrk: bool,
     /// Rounds of --vs-wrk.
@@ -71,6 +72,9 @@ pub struct LoadArgs {
     /// CPU-second.
     #[arg(long)]
     server_pid: Option<u32>,
+    /// With --vs-wrk and --pipeline above 1: the wrk script that pipelines.
+    #[arg(long, default_value = "lab/wrk/pipeline.lua")]
+    wrk_script: std::path::PathBuf,
 }
 
 fn profiles_help() -> String {
@@ -235,6 +239,10 @@ fn vs_wrk(args: &LoadArgs) -> Result<(), String> {
     fdlimit::raise();
     let cpu = args.cpu.clone().unwrap_or_else(|| "1".into());
     let connections = args.connections.unwrap_or(256);
+    let depth = args.pipeline.unwrap_or(1).max(1);
+    if depth > 1 && !args.wrk_script.is_file() {
+        return Err(format!("--pipeline {depth} needs wrk's script {}", args.wrk_script.display()));
+    }
     let seconds = args.duration.round().max(1.0) as u32;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let server_cpu = |pid: Option<u32>| pid.and_then(|p| procfs::cpu_secs(p).ok());
@@ -247,7 +255,7 @@ fn vs_wrk(args: &LoadArgs) -> Result<(), String> {
             seconds,
             timeout_secs: None,
             headers: args.headers.clone(),
-            script: None,
+            script: (depth > 1).then(|| (args.wrk_script.clone(), vec![depth.to_string()])),
             url: args.url.clone(),
         };
         let (c0, s0) = (load::children_cpu_seconds(), server_cpu(args.server_pid));
@@ -266,6 +274,7 @@ fn vs_wrk(args: &LoadArgs) -> Result<(), String> {
         let mut cmd = Command::new("taskset");
         cmd.arg("-c").arg(&cpu).arg(&exe).args(["load", &args.url, "--json"]);
         cmd.args(["-c", &connections.to_string(), "-d", &seconds.to_string(), "--warmup", "0"]);
+        cmd.args(["--pipeline", &depth.to_string()]);
         for h in &args.headers {
             cmd.args(["-H", h]);
         }
@@ -288,8 +297,8 @@ fn vs_wrk(args: &LoadArgs) -> Result<(), String> {
         own_runs.push(o);
     }
     println!(
-        "\nwrk -t1 and peregrine-lab load against {} with {connections} connections, {seconds} s per run, \
-         clients on CPU {cpu}; medians of {} round(s)\n",
+        "\nwrk -t1 and peregrine-lab load against {} with {connections} connections, pipeline depth \
+         {depth}, {seconds} s per run, clients on CPU {cpu}; medians of {} round(s)\n",
         args.url,
         args.rounds.max(1)
     );
