@@ -16,6 +16,9 @@
 //! Response heads are parsed by [`http_probe::parse::parse_head`] and framed
 //! by [`http_probe::Head::framing`] (chunked bodies by
 //! [`http_probe::parse::parse_body`]): the one reader of the workspace.
+//! What it made of a head is kept by the head's exact bytes (`HeadCache`),
+//! so a head seen before (the same answer within the same second) costs a
+//! comparison, not a parse that allocates each header.
 //! Status classes are counted; a head that cannot be parsed, a connection
 //! reset or closed with answers outstanding, and an answer slower than the
 //! timeout are errors, after which the connection is replaced.
@@ -291,6 +294,104 @@ struct Engine<'a> {
     measuring: bool,
     /// The first connections are not reconnects.
     opened: u64,
+    heads: HeadCache,
+}
+
+/// What the engine needs from a response head.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HeadInfo {
+    /// Bytes of the head, status line through the empty line.
+    len: usize,
+    status: u16,
+    /// `Connection: close`, or HTTP/1.0.
+    close: bool,
+    /// How the body is delimited; `None` when there is none.
+    body: Option<Body>,
+}
+
+/// Response heads already read by http-probe, by their exact bytes. A
+/// server sends the same head for the same request, except that `Date`
+/// changes once a second, so after the first of each kind a head costs one
+/// search for its end and one comparison instead of a parse that allocates
+/// every header. Different bytes are always parsed by http-probe.
+#[derive(Default)]
+struct HeadCache {
+    entries: Vec<(Vec<u8>, HeadInfo)>,
+    /// The entry replaced next once full.
+    next: usize,
+    /// The entry that matched last, tried first.
+    last: usize,
+}
+
+const HEAD_CACHE: usize = 32;
+
+impl HeadCache {
+    /// The head at the start of `buf`: `Ok(None)` while incomplete, `Err`
+    /// if http-probe cannot read it as a response head.
+    fn read(&mut self, buf: &[u8]) -> Result<Option<HeadInfo>, ()> {
+        let Some(end) = find_head_end(buf) else {
+            // Incomplete, or ended by bare LFs: http-probe decides.
+            return parse_info(buf);
+        };
+        let head = &buf[..end];
+        if let Some((bytes, info)) = self.entries.get(self.last) {
+            if bytes.as_slice() == head {
+                return Ok(Some(*info));
+            }
+        }
+        if let Some(k) = self.entries.iter().position(|(bytes, _)| bytes.as_slice() == head) {
+            self.last = k;
+            return Ok(Some(self.entries[k].1));
+        }
+        let Some(info) = parse_info(head)? else { return Err(()) };
+        if info.len != end {
+            // http-probe ended the head elsewhere (a bare LF before the
+            // CRLFs): trust it and do not cache.
+            return Ok(Some(info));
+        }
+        let entry = (head.to_vec(), info);
+        if self.entries.len() < HEAD_CACHE {
+            self.entries.push(entry);
+            self.last = self.entries.len() - 1;
+        } else {
+            self.entries[self.next] = entry;
+            self.last = self.next;
+            self.next = (self.next + 1) % HEAD_CACHE;
+        }
+        Ok(Some(info))
+    }
+}
+
+/// Where the first `\r\n\r\n` ends, if there is one.
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(k) = buf[from..].iter().position(|&b| b == b'\n') {
+        let lf = from + k;
+        if lf >= 3 && &buf[lf - 3..=lf] == b"\r\n\r\n" {
+            return Some(lf + 1);
+        }
+        from = lf + 1;
+    }
+    None
+}
+
+/// Reads a head with http-probe.
+fn parse_info(buf: &[u8]) -> Result<Option<HeadInfo>, ()> {
+    let head = match parse_head(buf) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Ok(None),
+        Err(_) => return Err(()),
+    };
+    let close =
+        head.header_all("connection").any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+            || head.version == "HTTP/1.0";
+    let body = match head.framing(false).0 {
+        Framing::None | Framing::ContentLength(0) => None,
+        Framing::ContentLength(n) => Some(Body::Length(n)),
+        Framing::Chunked => Some(Body::Chunked),
+        Framing::UntilClose => Some(Body::UntilClose),
+    };
+    Ok(Some(HeadInfo { len: head.raw.len(), status: head.status, close, body }))
 }
 
 impl<'a> Engine<'a> {
@@ -330,6 +431,7 @@ impl<'a> Engine<'a> {
             stats: Stats::default(),
             measuring: false,
             opened: 0,
+            heads: HeadCache::default(),
         })
     }
 
@@ -617,31 +719,22 @@ impl<'a> Engine<'a> {
             }
             match c.body {
                 Body::Head => {
-                    let head = match parse_head(&data[at..]) {
+                    let head = match self.heads.read(&data[at..]) {
                         Ok(Some(head)) => head,
                         Ok(None) => return Ok(at),
-                        Err(_) => return Err(()),
+                        Err(()) => return Err(()),
                     };
-                    at += head.raw.len();
-                    c.answer_bytes = head.raw.len() as u64;
-                    if head.is_interim() {
+                    at += head.len;
+                    c.answer_bytes = head.len as u64;
+                    if (100..200).contains(&head.status) && head.status != 101 {
                         if head.status == 100 && c.hold_at.take().is_some() {
                             self.write(i);
                         }
                         continue;
                     }
                     c.status = head.status;
-                    c.close_after = head
-                        .header_all("connection")
-                        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-                        || head.version == "HTTP/1.0";
-                    let body = match head.framing(false).0 {
-                        Framing::None | Framing::ContentLength(0) => None,
-                        Framing::ContentLength(n) => Some(Body::Length(n)),
-                        Framing::Chunked => Some(Body::Chunked),
-                        Framing::UntilClose => Some(Body::UntilClose),
-                    };
-                    match body {
+                    c.close_after = head.close;
+                    match head.body {
                         Some(body) => self.conns[i].body = body,
                         None => self.answered(i),
                     }
@@ -814,6 +907,30 @@ mod tests {
         assert!(order.windows(2).all(|w| w[0] != w[1]), "{order:?}");
         assert_eq!(schedule(&[t(1)]), [0]);
         assert!(schedule(&[t(0)]).is_empty());
+    }
+
+    #[test]
+    fn head_cache_matches_http_probe() {
+        let mut cache = HeadCache::default();
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1";
+        let want = HeadInfo { len: 38, status: 200, close: false, body: Some(Body::Length(2)) };
+        assert_eq!(cache.read(ok), Ok(Some(want)));
+        assert_eq!(cache.read(ok), Ok(Some(want)), "from the cache");
+        assert_eq!(cache.entries.len(), 1);
+        let close =
+            b"HTTP/1.1 404 Not Found\r\nConnection: keep-alive, close\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let info = cache.read(close).unwrap().unwrap();
+        assert_eq!((info.status, info.close, info.body), (404, true, Some(Body::Chunked)));
+        assert_eq!(cache.read(b"HTTP/1.1 200 OK\r\nContent-Le"), Ok(None));
+        assert!(cache.read(b"HTTP/1.0 204 No Content\n\n").unwrap().unwrap().close);
+        assert_eq!(cache.read(b"SSH-2.0\r\n\r\n"), Err(()));
+        for n in 0..100 {
+            let head = format!("HTTP/1.1 200 OK\r\nX-N: {n}\r\nContent-Length: 0\r\n\r\n");
+            assert_eq!(cache.read(head.as_bytes()).unwrap().unwrap().body, None);
+        }
+        assert_eq!(cache.entries.len(), HEAD_CACHE);
+        assert_eq!(find_head_end(b"a\r\n\r\nb"), Some(5));
+        assert_eq!(find_head_end(b"\n\r\n\r"), None);
     }
 
     #[test]
