@@ -244,7 +244,13 @@ pub fn markdown(results: &Results) -> String {
             );
         }
         client_table(&mut out, t, &rows);
-        if pipeline > 1 {
+        if pipeline > 1 && test.starts_with(super::levels::ARENA_PREFIX) {
+            let _ = writeln!(
+                out,
+                "\nThe load generator times every answer of a pipelined batch from the batch's \
+                 write, which is not wrk's measure, so latency is not reported for pipelined runs."
+            );
+        } else if pipeline > 1 {
             let _ = writeln!(
                 out,
                 "\nwrk times a pipelined batch as one sample, not each request, so latency is \
