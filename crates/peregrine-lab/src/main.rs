@@ -1,12 +1,13 @@
 //! `peregrine-lab`: verify a running server against the spec, and measure
 //! servers side by side.
 //!
-//! One module per command (`ab`, `bench`, `stress`, `verify`); what more
+//! One module per command (`ab`, `bench`, `load`, `stress`, `verify`); what more
 //! than one command needs (server processes, wrk, `/proc`, statistics, the
 //! raw HTTP client) lives in `rig`, and commands never import each other.
 
 mod ab;
 mod bench;
+mod load;
 mod rig;
 mod stress;
 mod verify;
@@ -25,6 +26,10 @@ struct Cli {
 enum Command {
     /// Benchmark servers side by side with wrk, alternating them in rounds.
     Bench(bench::BenchArgs),
+    /// The lab's own load generator: closed loop, reconnects every N,
+    /// weighted request templates, HttpArena's profiles; `--vs-wrk` compares
+    /// its cost per request with wrk's.
+    Load(load::LoadArgs),
     /// Check a running server against SPEC.md (TFB, HttpArena, bad input).
     Verify(verify::VerifyArgs),
     /// Compare criterion micro-benchmarks between two git revisions.
@@ -39,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Load(args) => load::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Ab(args) => ab::run(args),
         Command::Stress(args) => stress::run(args),

@@ -4,6 +4,7 @@
 //! entry is parsed on its own, so an error names the server (or its position
 //! when it has no name) and the offending field instead of only a line number.
 
+use crate::rig::arena;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -19,6 +20,10 @@ pub struct ServerSpec {
     /// Run once before benchmarking (argv, no shell), e.g. a cargo build.
     #[serde(default)]
     pub build: Option<Vec<String>>,
+    /// Run before benchmarking even with `--no-build` (argv, no shell;
+    /// `{port}` is replaced), e.g. writing the server's config file.
+    #[serde(default)]
+    pub prepare: Option<Vec<String>>,
     /// The server itself (argv, no shell); `{port}` is replaced by `port`.
     /// It must exec the server directly: CPU time is read from this PID.
     pub run: Vec<String>,
@@ -30,9 +35,15 @@ pub struct ServerSpec {
     /// Extra environment for the server; `{port}` is replaced in values.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Request path per test name, e.g. `plaintext = "/plaintext"`. A path
-    /// ending in `=` gets the bench's `--queries` count appended.
+    /// Request path per TFB test name, e.g. `plaintext = "/plaintext"`. A
+    /// path ending in `=` gets the bench's `--queries` count appended.
+    #[serde(default)]
     pub paths: BTreeMap<String, String>,
+    /// HttpArena endpoints the server serves, by key (`baseline`,
+    /// `pipeline`, `json`, `upload`, `static`, `async-db`, `crud`), each a
+    /// path; a profile runs only on servers with every endpoint it needs.
+    #[serde(default)]
+    pub arena: BTreeMap<String, String>,
 }
 
 fn default_host() -> String {
@@ -43,6 +54,11 @@ impl ServerSpec {
     /// The run argv with `{port}` filled in.
     pub fn run_argv(&self) -> Vec<String> {
         self.run.iter().map(|a| self.fill(a)).collect()
+    }
+
+    /// The prepare argv with `{port}` filled in.
+    pub fn prepare_argv(&self) -> Option<Vec<String>> {
+        self.prepare.as_ref().map(|argv| argv.iter().map(|a| self.fill(a)).collect())
     }
 
     /// The environment with `{port}` filled in.
@@ -149,9 +165,11 @@ fn validate(spec: &ServerSpec) -> Result<(), String> {
     if !matches!(spec.run.first(), Some(p) if !p.is_empty()) {
         return Err("field `run` needs at least the program to start".into());
     }
-    if let Some(build) = &spec.build {
-        if !matches!(build.first(), Some(p) if !p.is_empty()) {
-            return Err("field `build` is empty (leave it out instead)".into());
+    for (field, argv) in [("build", &spec.build), ("prepare", &spec.prepare)] {
+        if let Some(argv) = argv {
+            if !matches!(argv.first(), Some(p) if !p.is_empty()) {
+                return Err(format!("field `{field}` is empty (leave it out instead)"));
+            }
         }
     }
     if spec.port == 0 {
@@ -160,13 +178,23 @@ fn validate(spec: &ServerSpec) -> Result<(), String> {
     if spec.host.is_empty() {
         return Err("field `host` is empty".into());
     }
-    if spec.paths.is_empty() {
-        return Err("field `paths` names no test".into());
+    if spec.paths.is_empty() && spec.arena.is_empty() {
+        return Err("fields `paths` and `arena` name no test and no HttpArena endpoint".into());
     }
-    for (test, path) in &spec.paths {
-        if !path.starts_with('/') {
-            return Err(format!("field `paths.{test}` is `{path}`, but must start with `/`"));
+    for (field, map) in [("paths", &spec.paths), ("arena", &spec.arena)] {
+        for (key, path) in map {
+            if !path.starts_with('/') {
+                return Err(format!("field `{field}.{key}` is `{path}`, but must start with `/`"));
+            }
         }
+    }
+    let known = arena::default_endpoints();
+    if let Some(key) = spec.arena.keys().find(|k| !known.contains_key(*k)) {
+        let names: Vec<&str> = known.keys().map(String::as_str).collect();
+        return Err(format!(
+            "field `arena.{key}` is not an HttpArena endpoint (known: {})",
+            names.join(", ")
+        ));
     }
     Ok(())
 }
@@ -262,13 +290,47 @@ paths = { json = "/json" }
             ),
             (GOOD.replace("name = \"other\"", "name = \" \""), "`name` is empty"),
             (GOOD.replace("host = \"localhost\"", "host = \"\""), "`host` is empty"),
-            (GOOD.replace("paths = { json = \"/json\" }", "paths = {}"), "`paths` names no test"),
-            (GOOD.replace("paths = { json = \"/json\" }\n", ""), "paths"),
+            (GOOD.replace("paths = { json = \"/json\" }", "paths = {}"), "name no test"),
+            (GOOD.replace("paths = { json = \"/json\" }\n", ""), "name no test"),
         ];
         for (text, expected) in cases {
             let msg = err_text(&text);
             assert!(msg.contains(expected), "expected `{expected}` in: {msg}");
         }
+    }
+
+    #[test]
+    fn arena_endpoints_parse_and_are_checked() {
+        let nginx = "[[server]]\nname = \"nginx\"\nrun = [\"nginx\"]\nport = 8085\n\
+                     prepare = [\"configure\", \"{port}\"]\n[server.arena]\nstatic = \"/static\"\n";
+        let servers = parse(nginx).expect("a server with only HttpArena endpoints");
+        assert!(servers[0].paths.is_empty());
+        assert_eq!(servers[0].prepare_argv(), Some(vec!["configure".to_string(), "8085".to_string()]));
+        let msg = err_text(&nginx.replace("[\"configure\", \"{port}\"]", "[]"));
+        assert!(msg.contains("`prepare` is empty"), "{msg}");
+        assert_eq!(servers[0].arena["static"], "/static");
+
+        let both = GOOD.replace("queries = \"/queries?queries=\"\n", "queries = \"/queries?queries=\"\n[server.arena]\nbaseline = \"/baseline11\"\nasync-db = \"/async-db\"\n");
+        let servers = parse(&both).expect("paths and arena together");
+        assert_eq!(servers[0].arena.len(), 2);
+        assert_eq!(servers[0].paths.len(), 2);
+
+        let msg = err_text(&nginx.replace("static = ", "statics = "));
+        assert!(msg.contains("`arena.statics` is not an HttpArena endpoint"), "{msg}");
+        let msg = err_text(&nginx.replace("\"/static\"", "\"static\""));
+        assert!(msg.contains("`arena.static` is `static`"), "{msg}");
+        let msg = err_text(&nginx.replace("static = ", "static = 1\n#"));
+        assert!(msg.contains("`nginx`"), "{msg}");
+    }
+
+    #[test]
+    fn the_lab_servers_file_parses() {
+        let text = include_str!("../../../../lab/servers.toml");
+        let servers = parse(text).expect("lab/servers.toml is valid");
+        let find = |n: &str| servers.iter().find(|s| s.name == n).expect(n);
+        assert_eq!(find("peregrine").arena.len(), 7);
+        assert_eq!(find("nginx").arena.keys().collect::<Vec<_>>(), ["static"]);
+        assert!(find("nginx").paths.is_empty());
     }
 
     #[test]

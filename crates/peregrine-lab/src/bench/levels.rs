@@ -21,6 +21,7 @@
 //! connection levels with N (and sets the connections of the counted tests);
 //! `--queries N` replaces the query and count levels with N.
 
+use crate::rig::arena::{self, Profile};
 use serde::{Deserialize, Serialize};
 
 /// What varies between a test's levels, and so what a chart's x-axis shows.
@@ -168,6 +169,34 @@ pub fn plan(test: &str, counted: bool, opts: &LevelOptions) -> TestLevels {
     }
 }
 
+/// The prefix of an HttpArena profile's test name in records and reports
+/// (`arena-json` is the profile, `json` the TFB test).
+pub const ARENA_PREFIX: &str = "arena-";
+
+/// The profile a test name stands for, if it is one.
+pub fn arena_profile(test: &str) -> Option<&'static Profile> {
+    arena::find(test.strip_prefix(ARENA_PREFIX)?)
+}
+
+/// The levels of an HttpArena profile: HttpArena's connection counts capped
+/// at 1,024 ([`Profile::connections`]), the first of them with `--quick`,
+/// or `--connections N`; the profile's own pipeline depth.
+pub fn arena_plan(profile: &Profile, opts: &LevelOptions) -> TestLevels {
+    let connections = match (opts.connections, opts.quick) {
+        (Some(n), _) => vec![n],
+        (None, true) => profile.connections()[..1].to_vec(),
+        (None, false) => profile.connections(),
+    };
+    TestLevels {
+        test: format!("{ARENA_PREFIX}{}", profile.name),
+        axis: Axis::Concurrency,
+        levels: connections
+            .into_iter()
+            .map(|c| Level { connections: c, count: None, pipeline: profile.pipeline as u32 })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +261,21 @@ mod tests {
         let json = plan("json", true, &LevelOptions { queries: Some(3), ..opts() });
         assert!(json.levels.iter().all(|l| l.count == Some(3)));
         assert_eq!(values(&json), CONCURRENCY);
+    }
+
+    #[test]
+    fn arena_profiles_run_at_capped_connection_counts() {
+        let pipelined = arena::find("pipelined").unwrap();
+        let t = arena_plan(pipelined, &opts());
+        assert_eq!(t.test, "arena-pipelined");
+        assert_eq!(t.levels, [512, 1024].map(|c| Level { connections: c, count: None, pipeline: 16 }));
+        assert_eq!(t.label(&t.levels[0]), "512 conns ×16");
+        let quick = LevelOptions { quick: true, ..opts() };
+        assert_eq!(values(&arena_plan(arena::find("upload").unwrap(), &quick)), [32]);
+        let fixed = LevelOptions { connections: Some(64), ..opts() };
+        assert_eq!(values(&arena_plan(arena::find("static").unwrap(), &fixed)), [64]);
+        assert_eq!(arena_profile("arena-json").map(|p| p.name), Some("json"));
+        assert!(arena_profile("json").is_none() && arena_profile("arena-nope").is_none());
     }
 
     #[test]

@@ -34,7 +34,10 @@ mod progress;
 mod records;
 mod report;
 
+use crate::rig::arena::{self, Profile};
+use crate::rig::load::{self as rig_load, LoadReport};
 use crate::rig::server::{self, RunningServer};
+use crate::rig::wrk::{SocketErrors, WrkReport};
 use crate::rig::{fdlimit, procfs, wrk};
 use config::ServerSpec;
 use levels::{Level, LevelOptions, TestLevels};
@@ -55,12 +58,22 @@ pub struct BenchArgs {
     /// Benchmark only these servers (comma-separated names), in this order.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Tests to run (comma-separated), each a key of the servers' `paths`.
-    /// The default is the seven TFB test types; the database tests need the
-    /// servers' database (e.g. DATABASE_URL from `scripts/pg start`) and are
-    /// marked as failed runs for a server that answers them with errors.
-    #[arg(long, value_delimiter = ',', default_value = "plaintext,json,db,queries,fortunes,updates,cached")]
-    tests: Vec<String>,
+    /// TFB tests to run under wrk (comma-separated), each a key of the
+    /// servers' `paths`. The default is the seven TFB test types, unless
+    /// --profiles is given; the database tests need the servers' database
+    /// (e.g. DATABASE_URL from `scripts/pg start`) and are marked as failed
+    /// runs for a server that answers them with errors.
+    #[arg(long, value_delimiter = ',')]
+    tests: Option<Vec<String>>,
+    /// HttpArena HTTP/1.1 profiles to run under the lab's own load
+    /// generator (comma-separated, or `all`): baseline, pipelined,
+    /// limited-conn, json, json-comp, upload, static, async-db, crud, api-4.
+    /// Each runs at HttpArena's connection counts capped at 1,024 (one
+    /// client core here; see `peregrine-lab load --help`), on the servers
+    /// whose `[server.arena]` has every endpoint it needs; others are
+    /// skipped with a note. Reported as `arena-<profile>`.
+    #[arg(long, value_delimiter = ',')]
+    profiles: Vec<String>,
     /// Rounds per test [default: 3, or 1 with --quick].
     #[arg(long)]
     rounds: Option<u32>,
@@ -151,14 +164,34 @@ fn rewrite_report(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// How a server is loaded in one test.
+enum Target<'a> {
+    /// A TFB test: wrk on this path.
+    Wrk(&'a str),
+    /// An HttpArena profile: the lab's load generator with these endpoints.
+    Arena(&'static Profile),
+}
+
+/// How `spec` runs `test`, or why it does not.
+fn target<'a>(spec: &'a ServerSpec, test: &str) -> Result<Target<'a>, String> {
+    if let Some(profile) = levels::arena_profile(test) {
+        let missing = profile.missing(&spec.arena);
+        if missing.is_empty() {
+            return Ok(Target::Arena(profile));
+        }
+        return Err(format!("it has no `{}` endpoint under [server.arena]", missing.join("`, `")));
+    }
+    spec.paths.get(test).map(|p| Target::Wrk(p.as_str())).ok_or_else(|| "it has no path for this test".into())
+}
+
 /// How many runs the plan makes: per test and level, a round of every
-/// server that has a path for the test.
+/// server that has a path (or the endpoints) for the test.
 fn count_runs(plan: &Plan) -> usize {
     let s = &plan.settings;
     s.tests
         .iter()
         .map(|t| {
-            let servers = plan.servers.iter().filter(|spec| spec.paths.contains_key(&t.test)).count();
+            let servers = plan.servers.iter().filter(|spec| target(spec, &t.test).is_ok()).count();
             t.levels.len() * servers * s.rounds as usize
         })
         .sum()
@@ -179,8 +212,10 @@ fn bench(args: BenchArgs) -> Result<bool, String> {
         progress::format_duration(Duration::from_secs(u64::from(secs_per_run) * runs_total as u64))
     );
     for t in &s.tests {
-        for spec in plan.servers.iter().filter(|spec| !spec.paths.contains_key(&t.test)) {
-            println!("bench: {}: skipping `{}`: it has no path for this test", t.test, spec.name);
+        for spec in &plan.servers {
+            if let Err(why) = target(spec, &t.test) {
+                println!("bench: {}: skipping `{}`: {why}", t.test, spec.name);
+            }
         }
     }
 
@@ -191,11 +226,11 @@ fn bench(args: BenchArgs) -> Result<bool, String> {
             let label = t.label(level);
             for round in 1..=s.rounds {
                 for spec in &plan.servers {
-                    let Some(path) = spec.paths.get(&t.test) else { continue };
+                    let Ok(how) = target(spec, &t.test) else { continue };
                     let step =
                         Step { test: &t.test, level: &label, server: &spec.name, round, rounds: s.rounds };
                     progress.start(&step);
-                    let record = match measure(&plan, spec, &t.test, *level, path, round) {
+                    let record = match measure(&plan, spec, &t.test, *level, &how, round) {
                         Ok(record) => record,
                         Err(e) => {
                             progress.clear();
@@ -259,9 +294,14 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     let all = config::load(&args.servers).map_err(|e| e.to_string())?;
     let servers = select(all, &args.only)?;
 
-    let tests: Vec<String> = args.tests.iter().filter(|t| !t.is_empty()).cloned().collect();
-    if tests.is_empty() {
-        return Err("--tests names no test".into());
+    let profiles = arena_profiles(&args.profiles)?;
+    let tests: Vec<String> = match &args.tests {
+        Some(tests) => tests.iter().filter(|t| !t.is_empty()).cloned().collect(),
+        None if profiles.is_empty() => TFB_TESTS.iter().map(|t| t.to_string()).collect(),
+        None => Vec::new(),
+    };
+    if tests.is_empty() && profiles.is_empty() {
+        return Err("--tests and --profiles name no test".into());
     }
     for test in &tests {
         if !servers.iter().any(|s| s.paths.contains_key(test)) {
@@ -292,14 +332,33 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         queries: args.queries,
         pipeline: args.pipeline.max(1),
     };
-    let tests: Vec<TestLevels> = tests
+    let mut tests: Vec<TestLevels> = tests
         .iter()
         .map(|test| {
             let counted = servers.iter().any(|s| s.paths.get(test).is_some_and(|p| p.ends_with('=')));
             levels::plan(test, counted, &level_opts)
         })
         .collect();
-    let pipelined = tests.iter().flat_map(|t| &t.levels).any(|l| l.pipeline > 1);
+    for profile in profiles {
+        let t = levels::arena_plan(profile, &level_opts);
+        if servers.iter().all(|s| target(s, &t.test).is_err()) {
+            println!(
+                "bench: {}: no selected server has the endpoint(s) {} under [server.arena]; skipped",
+                t.test,
+                profile.endpoints.join(", ")
+            );
+            continue;
+        }
+        tests.push(t);
+    }
+    if tests.is_empty() {
+        return Err("no selected server serves any of the profiles asked for".into());
+    }
+    let pipelined = tests
+        .iter()
+        .filter(|t| levels::arena_profile(&t.test).is_none())
+        .flat_map(|t| &t.levels)
+        .any(|l| l.pipeline > 1);
     if pipelined && !pipeline_script.is_file() {
         return Err(format!(
             "pipelined plaintext needs {} (or pass --pipeline 1)",
@@ -321,6 +380,14 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
 
     if !args.no_build {
         run_builds(&servers)?;
+    }
+    // Only servers some test runs on: a peer the run does not use (nginx
+    // in a TFB-only bench) need not be installed.
+    for spec in servers.iter().filter(|spec| tests.iter().any(|t| target(spec, &t.test).is_ok())) {
+        if let Some(argv) = spec.prepare_argv() {
+            println!("bench: preparing `{}`: {}", spec.name, argv.join(" "));
+            server::build(&argv).map_err(|e| format!("server `{}`: {e}", spec.name))?;
+        }
     }
 
     let settings = Settings {
@@ -395,11 +462,14 @@ fn measure(
     spec: &ServerSpec,
     test: &str,
     level: Level,
-    path: &str,
+    how: &Target,
     round: u32,
 ) -> Result<RunRecord, String> {
     let addr = port_free(spec, &plan.settings.servers_file)?;
-    let outcome = measure_started(plan, spec, addr, test, level, path, round);
+    let outcome = match how {
+        Target::Wrk(path) => measure_started(plan, spec, addr, test, level, path, round),
+        Target::Arena(profile) => measure_arena(plan, spec, addr, profile, level, round),
+    };
     let (measurement, failure) = match outcome {
         Ok(m) => (Some(m), None),
         Err(e) => (None, Some(e)),
@@ -472,7 +542,9 @@ fn measure_started(
     load.duration_secs = s.duration_secs;
     let pid = srv.pid();
     let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
+    let client_before = rig_load::children_cpu_seconds();
     let mut report = load.run()?;
+    let client_cpu = rig_load::children_cpu_seconds() - client_before;
     if pipelined {
         // wrk times a whole pipelined batch as one sample, so its latency
         // percentiles mean little there (p99 can even come out below p50).
@@ -486,7 +558,139 @@ fn measure_started(
         eprintln!("warning: stopping `{}`: {e}", spec.name);
     }
     let ticks = after.total().saturating_sub(before.total());
-    Ok(Measurement::new(report, ticks, s.clock_ticks_per_second, rss))
+    let mut m = Measurement::new(report, ticks, s.clock_ticks_per_second, rss);
+    m.client_cpu_seconds = Some(client_cpu);
+    Ok(m)
+}
+
+/// The argv of one `peregrine-lab load` child for `profile` at `level`.
+fn arena_argv(
+    exe: &Path,
+    spec: &ServerSpec,
+    addr: SocketAddr,
+    profile: &Profile,
+    level: Level,
+    cpu: &str,
+    secs: u32,
+) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["taskset".into(), "-c".into(), cpu.into(), exe.display().to_string()];
+    argv.extend(["load".into(), format!("http://{addr}/"), "--profile".into(), profile.name.into()]);
+    for (key, path) in &spec.arena {
+        argv.extend(["--endpoint".into(), format!("{key}={path}")]);
+    }
+    argv.extend([
+        "-c".into(),
+        level.connections.to_string(),
+        "--pipeline".into(),
+        level.pipeline.to_string(),
+    ]);
+    argv.extend(["-d".into(), secs.to_string(), "--warmup".into(), "0".into(), "--json".into()]);
+    argv
+}
+
+/// Runs one load child to completion: its report and its CPU seconds.
+fn run_load_child(argv: &[String]) -> Result<(LoadReport, f64), String> {
+    let before = rig_load::children_cpu_seconds();
+    let out = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .map_err(|e| format!("cannot run `{}`: {e}", argv.join(" ")))?;
+    let cpu = rig_load::children_cpu_seconds() - before;
+    if !out.status.success() {
+        return Err(format!(
+            "load generator failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let report = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("load generator's report: {e}: {}", String::from_utf8_lossy(&out.stdout)))?;
+    Ok((report, cpu))
+}
+
+/// The lab's load report in the shape the records keep (wrk's): a
+/// malformed answer counts as a read error.
+fn as_wrk_report(r: &LoadReport, pipelined: bool) -> WrkReport {
+    WrkReport {
+        requests_per_sec: r.requests_per_sec,
+        total_requests: r.requests,
+        duration_secs: r.duration_secs,
+        // The generator times each answer of a pipelined batch from the
+        // batch's write, which is latency but not wrk's; keep them out.
+        latency_p50_ms: r.latency_p50_ms.filter(|_| !pipelined),
+        latency_p99_ms: r.latency_p99_ms.filter(|_| !pipelined),
+        non_2xx_3xx: r.non_2xx_3xx(),
+        socket_errors: SocketErrors {
+            connect: r.errors.connect,
+            read: r.errors.read + r.errors.malformed,
+            write: r.errors.write,
+            timeout: r.errors.timeout,
+        },
+    }
+}
+
+/// One run of an HttpArena profile: the server fresh, a warm-up child, then
+/// the measured child (both `peregrine-lab load` pinned to the client CPU),
+/// with the server's CPU time read around the measured one.
+fn measure_arena(
+    plan: &Plan,
+    spec: &ServerSpec,
+    addr: SocketAddr,
+    profile: &Profile,
+    level: Level,
+    round: u32,
+) -> Result<Measurement, String> {
+    let s = &plan.settings;
+    let test = format!("{}{}", levels::ARENA_PREFIX, profile.name);
+    let log = plan.logs.join(log_name(&test, &level, &spec.name, round));
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut srv =
+        RunningServer::start(&spec.name, &spec.run_argv(), &spec.run_env(), addr, &s.server_cpu, &log)?;
+    if s.warmup_secs > 0 {
+        let argv = arena_argv(&exe, spec, addr, profile, level, &s.client_cpu, s.warmup_secs);
+        run_load_child(&argv).map_err(|e| format!("warm-up: {e}"))?;
+    }
+    srv.check_alive()?;
+    let pid = srv.pid();
+    let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
+    let argv = arena_argv(&exe, spec, addr, profile, level, &s.client_cpu, s.duration_secs);
+    let (report, client_cpu) = run_load_child(&argv)?;
+    srv.check_alive()?;
+    let after = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
+    let rss = procfs::read_peak_rss_kib(pid);
+    if let Err(e) = srv.stop() {
+        eprintln!("warning: stopping `{}`: {e}", spec.name);
+    }
+    let ticks = after.total().saturating_sub(before.total());
+    let mut m =
+        Measurement::new(as_wrk_report(&report, level.pipeline > 1), ticks, s.clock_ticks_per_second, rss);
+    m.client_cpu_seconds = Some(client_cpu);
+    m.bytes_per_response = report.bytes_per_response();
+    Ok(m)
+}
+
+/// The seven TFB test types, the default of `--tests`.
+const TFB_TESTS: [&str; 7] = ["plaintext", "json", "db", "queries", "fortunes", "updates", "cached"];
+
+/// `--profiles`: the named HttpArena profiles (`all` for every one).
+fn arena_profiles(names: &[String]) -> Result<Vec<&'static Profile>, String> {
+    let mut out = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if name == "all" {
+            out.extend(arena::PROFILES.iter());
+            continue;
+        }
+        let profile = arena::find(name)
+            .ok_or_else(|| format!("--profiles: no profile `{name}` (known: {}, or all)", arena::names()))?;
+        out.push(profile);
+    }
+    let mut seen = Vec::new();
+    out.retain(|p| {
+        let first = !seen.contains(&p.name);
+        seen.push(p.name);
+        first
+    });
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -497,11 +701,13 @@ mod tests {
         ServerSpec {
             name: name.into(),
             build: None,
+            prepare: None,
             run: vec!["x".into()],
             port: 1,
             host: "127.0.0.1".into(),
             env: Default::default(),
             paths: [("json".to_string(), "/json".to_string())].into(),
+            arena: Default::default(),
         }
     }
 
@@ -526,6 +732,57 @@ mod tests {
         assert_eq!(log_name("queries", &q, "floor", 2), "queries-c256-n15-floor-r2.log");
         let p = Level { connections: 1024, count: None, pipeline: 16 };
         assert_eq!(log_name("plaintext", &p, "x", 1), "plaintext-c1024-p16-x-r1.log");
+    }
+
+    #[test]
+    fn profiles_run_on_servers_with_their_endpoints() {
+        let mut a = spec("a");
+        a.arena = arena::default_endpoints();
+        let mut b = spec("b");
+        b.arena.insert("static".into(), "/static".into());
+        assert!(matches!(target(&a, "arena-api-4"), Ok(Target::Arena(p)) if p.name == "api-4"));
+        let why = target(&b, "arena-api-4").err().expect("b lacks endpoints");
+        assert!(why.contains("`baseline`, `json`, `async-db`"), "{why}");
+        assert!(matches!(target(&b, "arena-static"), Ok(Target::Arena(_))));
+        assert!(matches!(target(&b, "json"), Ok(Target::Wrk("/json"))));
+        assert!(target(&b, "plaintext").is_err());
+
+        let names = |v: &[&str]| arena_profiles(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let picked = names(&["crud", "json-comp", "crud"]).expect("known");
+        assert_eq!(picked.iter().map(|p| p.name).collect::<Vec<_>>(), ["crud", "json-comp"]);
+        assert_eq!(names(&["all"]).expect("all").len(), 10);
+        assert!(names(&["jsonn"]).unwrap_err().contains("jsonn"));
+
+        let level = Level { connections: 512, count: None, pipeline: 16 };
+        let addr: SocketAddr = "127.0.0.1:9".parse().expect("address");
+        let pipelined = arena::find("pipelined").expect("profile");
+        let argv = arena_argv(Path::new("/x/lab"), &b, addr, pipelined, level, "1", 5).join(" ");
+        assert_eq!(
+            argv,
+            "taskset -c 1 /x/lab load http://127.0.0.1:9/ --profile pipelined --endpoint static=/static \
+             -c 512 --pipeline 16 -d 5 --warmup 0 --json"
+        );
+    }
+
+    #[test]
+    fn load_reports_become_records() {
+        let r = LoadReport {
+            requests: 100,
+            duration_secs: 2.0,
+            requests_per_sec: 50.0,
+            status_classes: [0, 90, 0, 7, 3],
+            errors: rig_load::LoadErrors { connect: 1, read: 2, write: 3, timeout: 4, malformed: 5 },
+            response_bytes: 1000,
+            reconnects: 0,
+            latency_p50_ms: Some(1.0),
+            latency_p99_ms: Some(2.0),
+            latency_max_ms: Some(3.0),
+            cpu_seconds: 0.5,
+        };
+        let w = as_wrk_report(&r, false);
+        assert_eq!((w.total_requests, w.non_2xx_3xx, w.error_count()), (100, 10, 25));
+        assert_eq!(w.latency_p99_ms, Some(2.0));
+        assert_eq!(as_wrk_report(&r, true).latency_p50_ms, None);
     }
 
     #[test]

@@ -21,6 +21,14 @@ pub struct Measurement {
     pub requests_per_cpu_second: Option<f64>,
     /// Server peak RSS (VmHWM) after the run, in KiB.
     pub peak_rss_kib: Option<u64>,
+    /// CPU time of the client process (wrk, or `peregrine-lab load`) over
+    /// its whole run, from `getrusage(RUSAGE_CHILDREN)`.
+    #[serde(default)]
+    pub client_cpu_seconds: Option<f64>,
+    /// Response bytes (heads included) per answer; measured by the lab's
+    /// own load generator only.
+    #[serde(default)]
+    pub bytes_per_response: Option<f64>,
 }
 
 impl Measurement {
@@ -31,6 +39,8 @@ impl Measurement {
             wrk,
             cpu_seconds,
             peak_rss_kib: rss,
+            client_cpu_seconds: None,
+            bytes_per_response: None,
         }
     }
 }
@@ -87,6 +97,12 @@ pub struct Summary {
     pub latency_p99_ms: Option<f64>,
     /// Highest peak RSS seen in any run, in KiB.
     pub peak_rss_kib: Option<u64>,
+    /// Median over clean runs of requests per client CPU-second.
+    #[serde(default)]
+    pub requests_per_client_cpu_second: Option<f64>,
+    /// Median over clean runs of response bytes per answer.
+    #[serde(default)]
+    pub bytes_per_response: Option<f64>,
     /// Error responses plus socket errors, summed over all runs.
     pub errors: u64,
     /// Runs that produced no measurement at all.
@@ -114,6 +130,8 @@ impl Summary {
             latency_p50_ms: None,
             latency_p99_ms: None,
             peak_rss_kib: None,
+            requests_per_client_cpu_second: None,
+            bytes_per_response: None,
             errors: 0,
             failed_runs: 0,
             ratio_requests_per_sec: None,
@@ -140,6 +158,10 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
         latency_p50_ms: median(&collect(&|m| m.wrk.latency_p50_ms)),
         latency_p99_ms: median(&collect(&|m| m.wrk.latency_p99_ms)),
         peak_rss_kib: runs.iter().filter_map(|r| r.measurement.as_ref()?.peak_rss_kib).max(),
+        requests_per_client_cpu_second: median(&collect(&|m| {
+            per_cpu_second(m.wrk.total_requests, m.client_cpu_seconds?)
+        })),
+        bytes_per_response: median(&collect(&|m| m.bytes_per_response)),
         errors: runs.iter().filter_map(|r| r.measurement.as_ref()).map(|m| m.wrk.error_count()).sum(),
         failed_runs: runs.iter().filter(|r| r.measurement.is_none()).count(),
         ratio_requests_per_sec: None,

@@ -182,8 +182,9 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "# peregrine-lab bench\n");
     let _ = writeln!(
         out,
-        "{}, 1 thread; {} s measured after {} s warm-up; {} round(s), servers alternating within \
-         each round; server on CPU {}, wrk on CPU {}; {} Hz CPU clock.\n",
+        "{}, 1 thread (HttpArena profiles: `peregrine-lab load`, one thread); {} s measured after \
+         {} s warm-up; {} round(s), servers alternating within each round; server on CPU {}, \
+         client on CPU {}; {} Hz CPU clock.\n",
         s.wrk_version,
         s.duration_secs,
         s.warmup_secs,
@@ -242,7 +243,14 @@ pub fn markdown(results: &Results) -> String {
                 marker
             );
         }
-        if pipeline > 1 {
+        client_table(&mut out, t, &rows);
+        if pipeline > 1 && test.starts_with(super::levels::ARENA_PREFIX) {
+            let _ = writeln!(
+                out,
+                "\nThe load generator times every answer of a pipelined batch from the batch's \
+                 write, which is not wrk's measure, so latency is not reported for pipelined runs."
+            );
+        } else if pipeline > 1 {
             let _ = writeln!(
                 out,
                 "\nwrk times a pipelined batch as one sample, not each request, so latency is \
@@ -263,6 +271,28 @@ pub fn markdown(results: &Results) -> String {
         let _ = writeln!(out);
     }
     out
+}
+
+/// The client's side of each row: requests per client CPU-second (is the
+/// load generator the bottleneck?) and, where the lab's generator measured
+/// it, bytes per response (HttpArena's json-comp score depends on it).
+/// Left out for results from before the bench recorded them.
+fn client_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
+    if rows.iter().all(|r| r.requests_per_client_cpu_second.is_none() && r.bytes_per_response.is_none()) {
+        return;
+    }
+    let _ = writeln!(out, "\n| {} | server | req per client CPU-s | bytes/response |", t.axis.title());
+    let _ = writeln!(out, "|---:|---|---:|---:|");
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            t.value(&row.level),
+            row.server,
+            row.requests_per_client_cpu_second.map_or("—".into(), count),
+            row.bytes_per_response.map_or("—".into(), count)
+        );
+    }
 }
 
 /// Writes the report beside `json_path` (same name, `.md`) and one chart
@@ -375,6 +405,18 @@ mod tests {
         assert!(md.contains("`floor` has no clean result for queries"), "{md}");
         let json = serde_json::to_value(&results).expect("serializes");
         assert_eq!(json["composite"]["servers"][1]["score"], 187.5);
+    }
+
+    #[test]
+    fn client_figures_get_their_own_table() {
+        let mut results = canned();
+        assert!(!markdown(&results).contains("req per client CPU-s"));
+        let arena = results.summaries.iter_mut().find(|s| s.test == "json").expect("json rows");
+        arena.requests_per_client_cpu_second = Some(250_000.0);
+        arena.bytes_per_response = Some(1342.4);
+        let md = markdown(&results);
+        assert!(md.contains("| connections | server | req per client CPU-s | bytes/response |"), "{md}");
+        assert!(md.contains("| 250,000 | 1,342 |"), "{md}");
     }
 
     #[test]

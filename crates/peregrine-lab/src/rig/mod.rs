@@ -8,14 +8,19 @@
 //! - `stats`: medians, spreads, ratios and percentiles;
 //! - `fdlimit`: raising the open-files limit before opening many sockets;
 //! - `cpu`: pinning the lab's own client threads;
+//! - `load`: the lab's own load generator (closed loop, one epoll thread,
+//!   reconnects, weighted request templates);
+//! - `arena`: HttpArena's HTTP/1.1 profiles as load templates;
 //! - `client`: the blocking raw-TCP HTTP/1.1 client (the verifier's, and
 //!   the probe stress scenarios send while a server is under load).
 //!
 //! The rig depends on no command module; commands depend on it.
 
+pub mod arena;
 pub mod client;
 pub mod cpu;
 pub mod fdlimit;
+pub mod load;
 pub mod procfs;
 pub mod server;
 pub mod stats;

@@ -1,4 +1,5 @@
-//! The seven TFB test types on actix-web 4, a peer for peregrine's lab.
+//! The seven TFB test types on actix-web 4, a peer for peregrine's lab, and
+//! HttpArena's `/baseline11` and `/pipeline`.
 //!
 //! Usage: `peer-actix [--addr HOST:PORT] [--workers N]`. Without `--addr` it
 //! listens on `0.0.0.0:$PORT` (8080 if `PORT` is unset); without `--workers`
@@ -51,6 +52,33 @@ async fn fortunes(state: State) -> HttpResponse {
     }
 }
 
+/// `/baseline11` (HttpArena): the sum of the integer query parameters plus,
+/// for a POST, the integer body. The query through actix's `web::Query`
+/// extractor (serde_urlencoded), the body through `web::Bytes`, which actix
+/// has already de-chunked.
+async fn baseline(query: web::Query<Vec<(String, String)>>, body: web::Bytes) -> HttpResponse {
+    let mut sum: i64 = 0;
+    for n in query.iter().filter_map(|(_, v)| v.parse::<i64>().ok()) {
+        match sum.checked_add(n) {
+            Some(s) => sum = s,
+            None => return HttpResponse::BadRequest().body("sum overflows"),
+        }
+    }
+    if !body.is_empty() {
+        let n = std::str::from_utf8(&body).ok().and_then(|t| t.trim().parse::<i64>().ok());
+        match n.and_then(|n| sum.checked_add(n)) {
+            Some(s) => sum = s,
+            None => return HttpResponse::BadRequest().body("body is not an integer"),
+        }
+    }
+    HttpResponse::Ok().content_type(ContentType::plaintext()).body(sum.to_string())
+}
+
+/// `/pipeline` (HttpArena's pipelined profile): `ok`.
+async fn pipeline() -> HttpResponse {
+    HttpResponse::Ok().content_type(ContentType::plaintext()).body("ok")
+}
+
 fn json_response<T: Serialize>(value: &T) -> HttpResponse {
     match serde_json::to_vec(value) {
         Ok(body) => HttpResponse::Ok().content_type(ContentType::json()).body(body),
@@ -96,6 +124,10 @@ async fn main() -> std::io::Result<()> {
             .service(web::resource("/fortunes").route(web::get().to(fortunes)))
             .service(web::resource("/updates").route(web::get().to(updates)))
             .service(web::resource("/cached-queries").route(web::get().to(cached_queries)))
+            .service(
+                web::resource("/baseline11").route(web::get().to(baseline)).route(web::post().to(baseline)),
+            )
+            .service(web::resource("/pipeline").route(web::get().to(pipeline)))
     })
     .workers(args.workers)
     // Keep-alive stays on with actix's default idle timeout (5 s).
