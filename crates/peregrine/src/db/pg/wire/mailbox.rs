@@ -30,7 +30,7 @@ use postgres_types::{IsNull, ToSql, Type};
 use slab::Slab;
 
 use super::READ_CHUNK;
-use crate::db::pg::row::Row;
+use crate::db::pg::row::{Columns, Row};
 use crate::db::Error;
 
 /// Query parameters: anything `postgres-types` can encode.
@@ -46,7 +46,7 @@ pub(super) struct Prepared {
     pub name: String,
     pub params: Vec<Type>,
     /// Shared by every row the statement returns.
-    pub columns: Rc<[Type]>,
+    pub columns: Rc<Columns>,
     pub write: bool,
 }
 
