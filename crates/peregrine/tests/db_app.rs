@@ -1,6 +1,6 @@
 //! Integration tests for what applications need from `peregrine::db::pg`
-//! beyond registered statements: columns by name, SQL text prepared on
-//! first use, and SQLSTATE codes
+//! beyond registered statements: transactions on a connection of their
+//! own, columns by name, SQL text prepared on first use, and SQLSTATE codes
 //! through the pool, against a real PostgreSQL server.
 //!
 //! They need `DATABASE_URL` (run them through `scripts/test`, or
@@ -65,6 +65,169 @@ async fn table(admin: &tokio_postgres::Client, name: &str) -> String {
         .await
         .expect("test table");
     table
+}
+
+async fn count(admin: &tokio_postgres::Client, table: &str) -> i64 {
+    admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get(0)
+}
+
+#[test]
+fn commit_persists_while_rollback_and_drop_discard() {
+    run_local(async {
+        let admin = admin().await;
+        let table = table(&admin, "commit").await;
+        let mut config = PgConfig::new(database_url());
+        let insert = config.statement(format!("INSERT INTO {table} (id, note) VALUES ($1, $2)"));
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        let tx = pool.transaction().await.expect("begin");
+        assert_eq!(tx.execute(insert, &[&1i32, &"registered"]).await.expect("insert"), 1);
+        let sql = format!("INSERT INTO {table} (id, note) VALUES ($1, $2)");
+        assert_eq!(tx.execute(sql.as_str(), &[&2i32, &"sql text"]).await.expect("insert sql"), 1);
+        let seen = tx.query_one(format!("SELECT count(*) FROM {table}"), &[]).await.expect("own writes");
+        assert_eq!(seen.get::<i64>(0), 2, "a transaction sees its own writes");
+        assert_eq!(count(&admin, &table).await, 0, "nobody else does before the commit");
+        tx.commit().await.expect("commit");
+        assert_eq!(count(&admin, &table).await, 2, "committed");
+
+        let tx = pool.transaction().await.expect("begin");
+        tx.execute(insert, &[&3i32, &"rolled back"]).await.expect("insert");
+        tx.rollback().await.expect("rollback");
+        assert_eq!(count(&admin, &table).await, 2, "rollback discards");
+
+        {
+            let tx = pool.transaction().await.expect("begin");
+            tx.execute(insert, &[&4i32, &"dropped"]).await.expect("insert");
+            // Dropped without commit.
+        }
+        // The next transaction reuses the connection; the queued ROLLBACK
+        // runs before its BEGIN, so it starts clean.
+        let tx = pool.transaction().await.expect("begin after drop");
+        let rows = tx.query(format!("SELECT id FROM {table} ORDER BY id"), &[]).await.expect("select");
+        let ids: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(ids, [1, 2], "the dropped transaction's write is gone");
+        tx.commit().await.expect("commit");
+        assert_eq!(count(&admin, &table).await, 2);
+
+        // A transaction dropped while its query is in flight rolls back too.
+        let tx = pool.transaction().await.expect("begin");
+        let insert_then_drop = async {
+            tx.execute(insert, &[&5i32, &"in flight"]).await.expect("insert");
+            std::future::pending::<()>().await;
+        };
+        let _ = tokio::time::timeout(Duration::from_millis(50), insert_then_drop).await;
+        drop(tx);
+        let tx = pool.transaction().await.expect("begin");
+        let row = tx.query_opt(format!("SELECT id FROM {table} WHERE id = 5"), &[]).await.expect("q");
+        assert!(row.is_none(), "the dropped transaction's write is gone");
+        tx.commit().await.expect("commit");
+        assert_eq!(count(&admin, &table).await, 2);
+    });
+}
+
+#[test]
+fn an_error_fails_the_transaction_until_rollback() {
+    run_local(async {
+        let admin = admin().await;
+        let table = table(&admin, "failed").await;
+        let mut config = PgConfig::new(database_url());
+        let insert = config.statement(format!("INSERT INTO {table} (id, note) VALUES ($1, $2)"));
+        let one = config.statement("SELECT 1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        let tx = pool.transaction().await.expect("begin");
+        tx.execute(insert, &[&1i32, &"a"]).await.expect("insert");
+        let dup = tx.execute(insert, &[&1i32, &"a"]).await.expect_err("duplicate key");
+        assert_eq!(dup.code(), Some(SqlState::UNIQUE_VIOLATION), "{dup}");
+        let after = tx.query_one(one, &[]).await.expect_err("the transaction has failed");
+        assert_eq!(
+            (after.kind(), after.code()),
+            (ErrorKind::Query, Some(SqlState::IN_FAILED_SQL_TRANSACTION))
+        );
+        let commit = tx.commit().await.expect_err("committing a failed transaction");
+        assert_eq!(
+            (commit.kind(), commit.code()),
+            (ErrorKind::Query, Some(SqlState::IN_FAILED_SQL_TRANSACTION))
+        );
+        assert_eq!(count(&admin, &table).await, 0, "nothing of it committed");
+
+        // Rollback recovers, and the connection serves the next transaction.
+        let tx = pool.transaction().await.expect("begin");
+        let _ = tx.query_one("SELECT 1 / 0", &[]).await.expect_err("division by zero");
+        assert_eq!(
+            tx.query_one(one, &[]).await.err().and_then(|e| e.code()),
+            Some(SqlState::IN_FAILED_SQL_TRANSACTION)
+        );
+        tx.rollback().await.expect("rollback of a failed transaction");
+        let tx = pool.transaction().await.expect("begin");
+        assert_eq!(tx.query_one(one, &[]).await.expect("usable again").get::<i32>(0), 1);
+        tx.execute(insert, &[&2i32, &"b"]).await.expect("insert");
+        tx.commit().await.expect("commit");
+        assert_eq!(count(&admin, &table).await, 1);
+    });
+}
+
+#[test]
+fn transactions_are_isolated_and_leave_pipelined_reads_alone() {
+    run_local(async {
+        let admin = admin().await;
+        let table = table(&admin, "isolation").await;
+        admin.execute(&format!("INSERT INTO {table} VALUES (0, 'committed')"), &[]).await.expect("seed");
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let insert = config.statement(format!("INSERT INTO {table} (id, note) VALUES ($1, $2)"));
+        let count_stmt = config.statement(format!("SELECT count(*) FROM {table}"));
+        let echo = config.statement("SELECT $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        let a = pool.transaction().await.expect("begin a");
+        let b = pool.transaction().await.expect("begin b");
+        a.execute(insert, &[&1i32, &"a"]).await.expect("a inserts");
+        b.execute(insert, &[&2i32, &"b"]).await.expect("b inserts");
+        assert_eq!(a.query_one(count_stmt, &[]).await.expect("a counts").get::<i64>(0), 2);
+        assert_eq!(b.query_one(count_stmt, &[]).await.expect("b counts").get::<i64>(0), 2);
+        // Other requests on the shared connection: pipelined as before,
+        // seeing only committed rows, not blocked by the open transactions.
+        let conn = pool.get().expect("shared connection");
+        let conn = &conn;
+        let started = Instant::now();
+        let rows = try_join_all((0..100i32).map(|i| async move { conn.query_one(echo, &[&i]).await }))
+            .await
+            .expect("pipelined reads");
+        assert_eq!(rows.iter().map(|r| r.get::<i32>(0)).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(pool.query_one(count_stmt, &[]).await.expect("shared counts").get::<i64>(0), 1);
+
+        a.commit().await.expect("commit a");
+        assert_eq!(b.query_one(count_stmt, &[]).await.expect("b counts").get::<i64>(0), 3, "read committed");
+        b.rollback().await.expect("rollback b");
+        assert_eq!(pool.query_one(count_stmt, &[]).await.expect("final").get::<i64>(0), 2);
+
+        // All transaction connections busy: the next one waits, up to the
+        // call timeout.
+        let mut config = PgConfig::new(database_url());
+        config.transaction_connections = 1;
+        config.timeout = Duration::from_millis(200);
+        let small = PgPool::new(config).expect("pool");
+        ready(&small).await;
+        let held = small.transaction().await.expect("begin");
+        let err = small.transaction().await.expect_err("no connection free");
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        let waiting = tokio::task::spawn_local({
+            let small = small.clone();
+            async move {
+                let tx = small.transaction().await?;
+                tx.commit().await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "waits while the only connection is taken");
+        drop(held);
+        waiting.await.expect("task").expect("the released connection is reused");
+    });
 }
 
 #[test]
@@ -225,5 +388,54 @@ fn the_statement_cache_is_bounded() {
         assert_eq!(hot[0][0].as_deref(), Some("1"), "the hot statement stayed");
         // Evicted statements are prepared again when used again.
         assert_eq!(conn.query_one("SELECT 1::int4 AS n", &[]).await.expect("re-prepared").get::<i32>(0), 1);
+    });
+}
+
+/// Not a benchmark, a sanity check of the costs the module doc states:
+/// prints the time of a transaction (BEGIN, one statement, COMMIT: three
+/// round trips on a reused connection) against the same statement on the
+/// shared connection, and the cost of first use of SQL text.
+#[test]
+fn transaction_and_first_use_costs() {
+    run_local(async {
+        let admin = admin().await;
+        let table = table(&admin, "costs").await;
+        let mut config = PgConfig::new(database_url());
+        let update = config.write_statement(format!("INSERT INTO {table} (id, note) VALUES ($1, 'x')"));
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        const N: i32 = 200;
+
+        let started = Instant::now();
+        drop(pool.transaction().await.expect("first transaction opens a connection"));
+        let open = started.elapsed();
+        let started = Instant::now();
+        for i in 0..N {
+            pool.execute(update, &[&i]).await.expect("write");
+        }
+        let plain = started.elapsed() / N as u32;
+        let started = Instant::now();
+        for i in N..2 * N {
+            let tx = pool.transaction().await.expect("begin");
+            tx.execute(update, &[&i]).await.expect("write");
+            tx.commit().await.expect("commit");
+        }
+        let in_tx = started.elapsed() / N as u32;
+        let conn = pool.get().expect("connection");
+        let started = Instant::now();
+        for i in 0..N {
+            conn.query_one(format!("SELECT {i}::int4"), &[]).await.expect("first use");
+        }
+        let first_use = started.elapsed() / N as u32;
+        let started = Instant::now();
+        for i in 0..N {
+            conn.query_one(format!("SELECT {i}::int4"), &[]).await.expect("cached use");
+        }
+        let cached = started.elapsed() / N as u32;
+        println!(
+            "opening a transaction connection: {open:?}; write alone: {plain:?}; \
+             write in BEGIN/COMMIT: {in_tx:?}; SQL text first use: {first_use:?}; cached: {cached:?}"
+        );
+        assert_eq!(count(&admin, &table).await, 2 * N as i64);
     });
 }

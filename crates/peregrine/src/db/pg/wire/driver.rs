@@ -378,7 +378,10 @@ impl Driver {
                 self.committed = Some(outcome);
             }
             // One script can run several commands.
-            Some(EntryKind::Simple) => self.current.affected += affected,
+            Some(EntryKind::Simple) => {
+                self.current.affected += affected;
+                tag.clone_into(&mut self.current.tag);
+            }
             Some(EntryKind::Sync | EntryKind::Prepare) | None => {
                 return Err(protocol_error("a result arrived that nobody asked for"))
             }

@@ -79,6 +79,9 @@ pub(crate) struct Outcome {
     pub text: TextRows,
     /// Rows affected, from the command tag.
     pub affected: u64,
+    /// The last command tag of a simple-protocol query (`COMMIT`,
+    /// `ROLLBACK`, ...); empty for prepared statements.
+    pub tag: String,
     /// A `Parse`+`Describe`'s answer: parameter types and result columns.
     pub described: Option<(Vec<Type>, Rc<Columns>)>,
 }
