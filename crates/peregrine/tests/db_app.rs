@@ -231,6 +231,56 @@ fn transactions_are_isolated_and_leave_pipelined_reads_alone() {
 }
 
 #[test]
+fn transactions_pipeline_and_survive_a_lost_connection() {
+    run_local(async {
+        let admin = admin().await;
+        let table = table(&admin, "lost").await;
+        let (url, app_name) = tagged_url("tx-lost");
+        let mut config = PgConfig::new(url);
+        let insert = config.statement(format!("INSERT INTO {table} (id, note) VALUES ($1, 'x')"));
+        let pid = config.statement("SELECT pg_backend_pid()");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        // Statements of one transaction pipeline like any others.
+        let tx = pool.transaction().await.expect("begin");
+        let tx_pid: i32 = tx.query_one(pid, &[]).await.expect("pid").get(0);
+        let tx = &tx;
+        let inserted = try_join_all((0..50i32).map(|i| async move { tx.execute(insert, &[&i]).await }))
+            .await
+            .expect("concurrent inserts");
+        assert_eq!(inserted.iter().sum::<u64>(), 50);
+        assert_eq!(count(&admin, &table).await, 0);
+
+        // Its backend dies mid-transaction: the caller learns it, nothing
+        // was committed, and the next transaction gets a new connection,
+        // also when asked for before the old one's loss was noticed.
+        admin.execute("SELECT pg_terminate_backend($1)", &[&tx_pid]).await.expect("terminate");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let err = tx.query_one(pid, &[]).await.expect_err("connection lost");
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert_eq!(count(&admin, &table).await, 0);
+        for _ in 0..2 {
+            let tx = pool.transaction().await.expect("begin on a new connection");
+            let new_pid: i32 = tx.query_one(pid, &[]).await.expect("pid").get(0);
+            assert_ne!(new_pid, tx_pid);
+            tx.commit().await.expect("commit");
+            admin
+                .query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                    &[&app_name],
+                )
+                .await
+                .expect("terminate");
+        }
+        let tx = pool.transaction().await.expect("begin right after the loss");
+        tx.execute(insert, &[&100i32]).await.expect("insert");
+        tx.commit().await.expect("commit");
+        assert_eq!(count(&admin, &table).await, 1);
+    });
+}
+
+#[test]
 fn columns_by_name() {
     run_local(async {
         let mut config = PgConfig::new(database_url());

@@ -662,14 +662,34 @@ impl PgPool {
                 Ok(Err(_)) => return Err(Error::unavailable().context("the pool is closing")),
                 Err(_) => return Err(Error::timeout().context("every transaction connection stayed busy")),
             };
-        let idle = std::iter::from_fn(|| shared.tx_idle.borrow_mut().pop()).find(|conn| !conn.is_closed());
-        let inner = match idle {
-            Some(conn) => conn,
-            None => open_detached(&shared.connector).await?,
-        };
-        let tx = Transaction { conn: self.conn(inner), pool: shared.clone(), _permit: permit, open: true };
-        tx.conn.inner.start_simple("BEGIN")?.await?;
-        Ok(tx)
+        let mut permit = Some(permit);
+        loop {
+            let idle =
+                std::iter::from_fn(|| shared.tx_idle.borrow_mut().pop()).find(|conn| !conn.is_closed());
+            let reused = idle.is_some();
+            let inner = match idle {
+                Some(conn) => conn,
+                None => open_detached(&shared.connector).await?,
+            };
+            let mut tx = Transaction {
+                conn: self.conn(inner),
+                pool: shared.clone(),
+                permit: permit.take(),
+                open: true,
+            };
+            let begun = match tx.conn.inner.start_simple("BEGIN") {
+                Ok(call) => call.await,
+                Err(e) => Err(e),
+            };
+            match begun {
+                Ok(_) => return Ok(tx),
+                // An idle connection can die between transactions before
+                // its driver notices (server restart, terminated backend):
+                // try the next one, or a new one.
+                Err(e) if reused && e.kind() == ErrorKind::Unavailable => permit = tx.permit.take(),
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// [`PgConn::batch_execute`] on a connection from [`PgPool::get`].
@@ -841,7 +861,9 @@ impl<T: ToStatement + ?Sized> ToStatement for &T {
 pub struct Transaction {
     conn: PgConn,
     pool: Rc<Shared>,
-    _permit: OwnedSemaphorePermit,
+    /// Held for the transaction's life; `None` only while
+    /// [`PgPool::transaction`] hands it to another connection.
+    permit: Option<OwnedSemaphorePermit>,
     /// `BEGIN` was (or may have been) sent and neither `COMMIT` nor
     /// `ROLLBACK` has been answered.
     open: bool,
