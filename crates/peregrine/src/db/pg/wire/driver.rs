@@ -53,11 +53,10 @@ use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::{self, Message};
 use postgres_protocol::message::frontend;
+use postgres_types::Type;
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
-
-use postgres_types::Type;
 
 use super::error::map_error;
 use super::mailbox::{Entry, EntryKind, Outcome, State};
