@@ -227,6 +227,13 @@ fn transactions_are_isolated_and_leave_pipelined_reads_alone() {
         assert!(!waiting.is_finished(), "waits while the only connection is taken");
         drop(held);
         waiting.await.expect("task").expect("the released connection is reused");
+
+        // Zero transaction connections: transactions are refused, clearly.
+        let mut config = PgConfig::new(database_url());
+        config.transaction_connections = 0;
+        let none = PgPool::new(config).expect("pool");
+        let err = none.transaction().await.expect_err("transactions disabled");
+        assert_eq!(err.kind(), ErrorKind::Config, "{err}");
     });
 }
 
