@@ -459,6 +459,7 @@ fn transaction_and_first_use_costs() {
         let table = table(&admin, "costs").await;
         let mut config = PgConfig::new(database_url());
         let update = config.write_statement(format!("INSERT INTO {table} (id, note) VALUES ($1, 'x')"));
+        let one = config.statement("SELECT 1::int4");
         let pool = PgPool::new(config).expect("pool");
         ready(&pool).await;
         const N: i32 = 200;
@@ -478,6 +479,20 @@ fn transaction_and_first_use_costs() {
             tx.commit().await.expect("commit");
         }
         let in_tx = started.elapsed() / N as u32;
+        let read = pool.get().expect("connection");
+        read.query_one("SELECT 1::int4", &[]).await.expect("warm up");
+        let started = Instant::now();
+        for _ in 0..N {
+            pool.query_one(one, &[]).await.expect("read");
+        }
+        let read_alone = started.elapsed() / N as u32;
+        let started = Instant::now();
+        for _ in 0..N {
+            let tx = pool.transaction().await.expect("begin");
+            tx.query_one(one, &[]).await.expect("read");
+            tx.commit().await.expect("commit");
+        }
+        let read_in_tx = started.elapsed() / N as u32;
         let conn = pool.get().expect("connection");
         let started = Instant::now();
         for i in 0..N {
@@ -491,7 +506,8 @@ fn transaction_and_first_use_costs() {
         let cached = started.elapsed() / N as u32;
         println!(
             "opening a transaction connection: {open:?}; write alone: {plain:?}; \
-             write in BEGIN/COMMIT: {in_tx:?}; SQL text first use: {first_use:?}; cached: {cached:?}"
+             write in BEGIN/COMMIT: {in_tx:?}; read alone: {read_alone:?}; read in BEGIN/COMMIT: \
+             {read_in_tx:?}; SQL text first use: {first_use:?}; cached: {cached:?}"
         );
         assert_eq!(count(&admin, &table).await, 2 * N as i64);
     });
