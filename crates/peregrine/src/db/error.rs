@@ -69,6 +69,9 @@ impl SqlState {
     pub const CHECK_VIOLATION: SqlState = SqlState(*b"23514");
     /// `22012`: division by zero.
     pub const DIVISION_BY_ZERO: SqlState = SqlState(*b"22012");
+    /// `25P02`: in failed SQL transaction: an earlier statement of the
+    /// transaction failed, so the server refuses the rest until `ROLLBACK`.
+    pub const IN_FAILED_SQL_TRANSACTION: SqlState = SqlState(*b"25P02");
     /// `40001`: serialization failure; retrying the transaction can succeed.
     pub const SERIALIZATION_FAILURE: SqlState = SqlState(*b"40001");
     /// `40P01`: deadlock detected; retrying the transaction can succeed.

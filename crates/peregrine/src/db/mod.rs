@@ -6,8 +6,11 @@
 //! three outcomes a web handler cares about: the database is unreachable,
 //! it was too slow, or the query itself failed ([`ErrorKind`]), keeping
 //! the SQLSTATE code and the driver's error for the application. It knows nothing about any
-//! application schema; applications register their SQL and bring their own
-//! row types.
+//! application schema; applications register their SQL (or, for
+//! PostgreSQL, pass SQL text that each connection prepares on first use)
+//! and bring their own row types. PostgreSQL transactions run on
+//! connections of their own ([`pg::Transaction`]), since the pool's
+//! connections are shared.
 //!
 //! The runtime model is peregrine's: one OS thread per worker running a
 //! current-thread tokio runtime inside a `LocalSet`. A [`pg::PgPool`] lives

@@ -53,14 +53,16 @@ use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::{self, Message};
 use postgres_protocol::message::frontend;
+use postgres_types::Type;
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use super::error::map_error;
 use super::mailbox::{Entry, EntryKind, Outcome, State};
+use super::startup::{describe_columns, type_of};
 use super::{io_error, protocol_error, READ_CHUNK};
-use crate::db::pg::row::Row;
+use crate::db::pg::row::{Columns, Row};
 use crate::db::Error;
 #[cfg(doc)]
 use crate::db::ErrorKind;
@@ -99,6 +101,8 @@ pub(crate) struct Driver {
     committed: Option<Outcome>,
     /// The error that aborted the current implicit transaction.
     tx_error: Option<Error>,
+    /// Parameter types of the statement being described.
+    described: Vec<Type>,
 }
 
 impl Future for Driver {
@@ -137,6 +141,7 @@ impl Driver {
             current: Outcome::default(),
             committed: None,
             tx_error: None,
+            described: Vec::new(),
         }
     }
 
@@ -276,8 +281,10 @@ impl Driver {
         {
             match message {
                 Message::DataRow(body) => match self.front() {
-                    Some(EntryKind::Statement { stmt, .. }) => {
-                        let columns = self.state.statements[stmt].columns.clone();
+                    Some(EntryKind::Statement { .. }) => {
+                        let columns = self.state.queue.borrow().front().and_then(|e| e.columns.clone());
+                        let columns =
+                            columns.ok_or_else(|| protocol_error("a row for a statement without columns"))?;
                         self.current.push(Row::new(columns, body.buffer_bytes().clone()));
                     }
                     Some(EntryKind::Simple) => {
@@ -291,16 +298,34 @@ impl Driver {
                     }
                     _ => return Err(protocol_error("a row arrived that nobody asked for")),
                 },
-                Message::CommandComplete(body) => {
-                    let affected = affected_rows(body.tag().unwrap_or_default());
-                    self.complete(affected)?;
+                Message::CommandComplete(body) => self.complete(body.tag().unwrap_or_default())?,
+                Message::EmptyQueryResponse => self.complete("")?,
+                Message::ParameterDescription(body) if self.front() == Some(EntryKind::Prepare) => {
+                    self.described = body
+                        .parameters()
+                        .map(|oid| Ok(type_of(oid)))
+                        .collect()
+                        .map_err(|e| io_error("bad ParameterDescription", e))?;
                 }
-                Message::EmptyQueryResponse => self.complete(0)?,
+                message @ (Message::RowDescription(_) | Message::NoData)
+                    if self.front() == Some(EntryKind::Prepare) =>
+                {
+                    let columns = match message {
+                        Message::RowDescription(body) => describe_columns(&body)?,
+                        _ => Columns::default(),
+                    };
+                    if let Some(entry) = self.pop() {
+                        let params = std::mem::take(&mut self.described);
+                        let outcome =
+                            Outcome { described: Some((params, Rc::new(columns))), ..Outcome::default() };
+                        self.answer(entry, Ok(outcome));
+                    }
+                }
                 Message::ErrorResponse(body) => {
                     let error = map_error(&body);
                     match self.front() {
                         // Not a write: no commit to wait for.
-                        Some(EntryKind::Statement { write: false, .. }) => {
+                        Some(EntryKind::Statement { write: false } | EntryKind::Prepare) => {
                             if let Some(entry) = self.pop() {
                                 self.current = Outcome::default();
                                 self.answer(entry, Err(error.clone()));
@@ -336,7 +361,8 @@ impl Driver {
     }
 
     /// A statement at the front of the queue finished.
-    fn complete(&mut self, affected: u64) -> Result<(), Error> {
+    fn complete(&mut self, tag: &str) -> Result<(), Error> {
+        let affected = affected_rows(tag);
         match self.front() {
             Some(EntryKind::Statement { write: false, .. }) => {
                 let mut outcome = std::mem::take(&mut self.current);
@@ -351,8 +377,11 @@ impl Driver {
                 self.committed = Some(outcome);
             }
             // One script can run several commands.
-            Some(EntryKind::Simple) => self.current.affected += affected,
-            Some(EntryKind::Sync) | None => {
+            Some(EntryKind::Simple) => {
+                self.current.affected += affected;
+                tag.clone_into(&mut self.current.tag);
+            }
+            Some(EntryKind::Sync | EntryKind::Prepare) | None => {
                 return Err(protocol_error("a result arrived that nobody asked for"))
             }
         }
@@ -385,7 +414,7 @@ impl Driver {
                     self.answer(entry, error.clone().map_or(Ok(outcome), Err));
                     break;
                 }
-                EntryKind::Statement { write, .. } => {
+                EntryKind::Statement { write } => {
                     let result = match (&error, self.committed.take()) {
                         (None, Some(outcome)) if write => Ok(outcome),
                         (Some(e), _) => Err(e.clone()),
@@ -394,6 +423,13 @@ impl Driver {
                         (None, _) => Err(Error::query("statement got no answer")),
                     };
                     self.answer(entry, result);
+                }
+                // Normally answered at its description; skipped only if the
+                // server broke the protocol or its Parse failed.
+                EntryKind::Prepare => {
+                    let result =
+                        error.clone().unwrap_or_else(|| Error::query("statement got no description"));
+                    self.answer(entry, Err(result));
                 }
             }
         }

@@ -13,11 +13,13 @@
 //! This module owns that hand-off: the output buffer and its pending
 //! `Sync`, the response queue of [`Entry`]s (one per expected answer, in the
 //! order the server sends them), and the slab of [`Slot`]s through which the
-//! driver ([`super::driver`]) hands each caller its result and wakes it. It
-//! never touches the socket.
+//! driver ([`super::driver`]) hands each caller its result and wakes it,
+//! and the connection's cache of statements prepared on first use (SQL
+//! text: a `Parse`+`Describe` in an implicit transaction of its own, then
+//! `Bind`+`Execute` like a registered write). It never touches the socket.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -30,7 +32,7 @@ use postgres_types::{IsNull, ToSql, Type};
 use slab::Slab;
 
 use super::READ_CHUNK;
-use crate::db::pg::row::Row;
+use crate::db::pg::row::{Columns, Row};
 use crate::db::Error;
 
 /// Query parameters: anything `postgres-types` can encode.
@@ -41,13 +43,29 @@ pub type Params<'a> = [&'a (dyn ToSql + Sync)];
 pub type TextRows = Vec<Vec<Option<String>>>;
 
 /// A statement prepared on one connection.
-pub(super) struct Prepared {
-    /// Server-side name (`s0`, `s1`, ... in registration order).
+pub(crate) struct Prepared {
+    /// Server-side name (`s0`, `s1`, ... in registration order; `q0`,
+    /// `q1`, ... for statements prepared on first use).
     pub name: String,
     pub params: Vec<Type>,
     /// Shared by every row the statement returns.
-    pub columns: Rc<[Type]>,
+    pub columns: Rc<Columns>,
     pub write: bool,
+}
+
+/// How many statements prepared on first use ([`Connection::cached`]) one
+/// connection keeps; the least recently used one is closed to make room.
+pub(crate) const STATEMENT_CACHE: usize = 256;
+
+/// Statements prepared on first use, by SQL text, with a use counter for
+/// least-recently-used eviction (a scan of at most [`STATEMENT_CACHE`]
+/// entries, only when the cache is full).
+#[derive(Default)]
+struct StatementCache {
+    map: HashMap<Box<str>, (Rc<Prepared>, Cell<u64>)>,
+    clock: Cell<u64>,
+    /// Statements ever prepared on first use; names them (`q{n}`).
+    prepared: u64,
 }
 
 /// What a caller gets back.
@@ -61,6 +79,11 @@ pub(crate) struct Outcome {
     pub text: TextRows,
     /// Rows affected, from the command tag.
     pub affected: u64,
+    /// The last command tag of a simple-protocol query (`COMMIT`,
+    /// `ROLLBACK`, ...); empty for prepared statements.
+    pub tag: String,
+    /// A `Parse`+`Describe`'s answer: parameter types and result columns.
+    pub described: Option<(Vec<Type>, Rc<Columns>)>,
 }
 
 impl Outcome {
@@ -106,12 +129,17 @@ pub(super) struct Entry {
     /// (see [`super::driver`]). `None` for writes, `Sync`s and scripts,
     /// which never share a transaction with another caller.
     pub msg: Option<Bytes>,
+    /// The statement's result columns, for its `DataRow`s.
+    pub columns: Option<Rc<Columns>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum EntryKind {
-    /// `Bind`+`Execute` of prepared statement `stmt`.
-    Statement { stmt: usize, write: bool },
+    /// `Bind`+`Execute` of a prepared statement.
+    Statement { write: bool },
+    /// `Parse`+`Describe` of a statement prepared on first use; answered
+    /// with its description (or the `Parse` error).
+    Prepare,
     /// A `Sync`; its `ReadyForQuery` ends one implicit transaction.
     Sync,
     /// A simple-protocol `Query`, which ends with its own `ReadyForQuery`.
@@ -137,6 +165,7 @@ pub(super) struct State {
     /// Backing store of the [`Entry::msg`] copies: one allocation shared by
     /// many small messages instead of one each.
     retained: RefCell<BytesMut>,
+    cache: RefCell<StatementCache>,
 }
 
 impl State {
@@ -152,6 +181,7 @@ impl State {
             released: Cell::new(false),
             timeout,
             retained: RefCell::new(BytesMut::with_capacity(READ_CHUNK)),
+            cache: RefCell::new(StatementCache::default()),
         }
     }
 
@@ -203,7 +233,7 @@ impl State {
     pub(super) fn sync_pending(&self, out: &mut BytesMut, queue: &mut VecDeque<Entry>) {
         if self.unsynced.replace(false) {
             frontend::sync(out);
-            queue.push_back(Entry { kind: EntryKind::Sync, slot: None, msg: None });
+            queue.push_back(Entry { kind: EntryKind::Sync, slot: None, msg: None, columns: None });
         }
     }
 }
@@ -234,17 +264,29 @@ impl Connection {
     /// future answer. Nothing is awaited here: the statement joins the batch
     /// the driver sends when the current task yields.
     pub(crate) fn start(&self, stmt: usize, params: &Params<'_>) -> Result<Call<'_>, Error> {
+        let prepared =
+            self.state.statements.get(stmt).ok_or_else(|| {
+                Error::config(format!("statement #{stmt} was not registered with this pool"))
+            })?;
+        self.start_prepared(prepared, params, || format!("statement #{stmt}"))
+    }
+
+    /// [`Connection::start`] for a statement prepared on this connection,
+    /// registered or cached; `label` names it in errors.
+    pub(crate) fn start_prepared(
+        &self,
+        prepared: &Prepared,
+        params: &Params<'_>,
+        label: impl Fn() -> String,
+    ) -> Result<Call<'_>, Error> {
         let state = &*self.state;
         if state.closed.get() {
             return Err(Error::unavailable());
         }
-        let prepared = state
-            .statements
-            .get(stmt)
-            .ok_or_else(|| Error::config(format!("statement #{stmt} was not registered with this pool")))?;
         if params.len() != prepared.params.len() {
             return Err(Error::query(format!(
-                "statement #{stmt} takes {} parameters, got {}",
+                "{} takes {} parameters, got {}",
+                label(),
                 prepared.params.len(),
                 params.len()
             )));
@@ -270,7 +312,7 @@ impl Connection {
         );
         if let Err(e) = bound {
             out.truncate(mark);
-            let context = format!("encoding parameters of statement #{stmt}");
+            let context = format!("encoding parameters of {}", label());
             return Err(match e {
                 frontend::BindError::Conversion(e) => Error::query(format!("{context}: {e}")).with_source(e),
                 frontend::BindError::Serialization(e) => {
@@ -285,9 +327,10 @@ impl Connection {
         let msg = (!prepared.write).then(|| state.retain(&out[mark..]));
         let slot = state.new_slot();
         queue.push_back(Entry {
-            kind: EntryKind::Statement { stmt, write: prepared.write },
+            kind: EntryKind::Statement { write: prepared.write },
             slot: Some(slot),
             msg,
+            columns: Some(prepared.columns.clone()),
         });
         state.unsynced.set(true);
         if prepared.write {
@@ -312,10 +355,106 @@ impl Connection {
         frontend::query(sql, &mut out)
             .map_err(|e| Error::query(format!("invalid SQL text: {e}")).with_source(e))?;
         let slot = state.new_slot();
-        queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot), msg: None });
+        queue.push_back(Entry { kind: EntryKind::Simple, slot: Some(slot), msg: None, columns: None });
         drop((out, queue));
         state.wake_driver();
         Ok(Call { state, key: slot, done: false })
+    }
+
+    /// The statement prepared on first use for `sql`, if this connection
+    /// has it; counts as a use for eviction.
+    pub(crate) fn cached(&self, sql: &str) -> Option<Rc<Prepared>> {
+        let cache = self.state.cache.borrow();
+        let (prepared, used) = cache.map.get(sql)?;
+        let now = cache.clock.get() + 1;
+        cache.clock.set(now);
+        used.set(now);
+        Some(prepared.clone())
+    }
+
+    /// Number of statements prepared on first use that this connection
+    /// holds.
+    pub(crate) fn cached_len(&self) -> usize {
+        self.state.cache.borrow().map.len()
+    }
+
+    /// Queues `Parse`+`Describe` of `sql` under a fresh name, in an implicit
+    /// transaction of its own (a `Sync` before it, so no other caller's
+    /// error can make the server skip it), and returns the name and the
+    /// future description.
+    pub(crate) fn start_prepare(&self, sql: &str) -> Result<(String, Call<'_>), Error> {
+        let state = &*self.state;
+        if state.closed.get() {
+            return Err(Error::unavailable());
+        }
+        let name = {
+            let mut cache = state.cache.borrow_mut();
+            cache.prepared += 1;
+            format!("q{}", cache.prepared - 1)
+        };
+        let mut out = state.out.borrow_mut();
+        let mut queue = state.queue.borrow_mut();
+        state.sync_pending(&mut out, &mut queue);
+        let mark = out.len();
+        let encoded = frontend::parse(&name, sql, None, &mut out)
+            .and_then(|()| frontend::describe(b'S', &name, &mut out));
+        if let Err(e) = encoded {
+            out.truncate(mark);
+            return Err(Error::query(format!("invalid SQL text: {e}")).with_source(e));
+        }
+        let slot = state.new_slot();
+        queue.push_back(Entry { kind: EntryKind::Prepare, slot: Some(slot), msg: None, columns: None });
+        state.unsynced.set(true);
+        drop((out, queue));
+        state.wake_driver();
+        Ok((name, Call { state, key: slot, done: false }))
+    }
+
+    /// Adds a freshly prepared statement to the cache and returns the one
+    /// to use: `prepared`, or the entry another caller added for the same
+    /// SQL meanwhile (then `prepared` is closed again). When the cache is
+    /// full, the least recently used statement is closed on the server.
+    pub(crate) fn insert_cached(&self, sql: &str, prepared: Prepared) -> Rc<Prepared> {
+        let state = &*self.state;
+        let mut cache = state.cache.borrow_mut();
+        if let Some((existing, _)) = cache.map.get(sql) {
+            let existing = existing.clone();
+            drop(cache);
+            self.close_statement(&prepared.name);
+            return existing;
+        }
+        let mut evicted = None;
+        if cache.map.len() >= STATEMENT_CACHE {
+            let oldest = cache.map.iter().min_by_key(|(_, (_, used))| used.get()).map(|(sql, _)| sql.clone());
+            if let Some(oldest) = oldest {
+                evicted = cache.map.remove(&oldest).map(|(p, _)| p);
+            }
+        }
+        let now = cache.clock.get() + 1;
+        cache.clock.set(now);
+        let prepared = Rc::new(prepared);
+        cache.map.insert(sql.into(), (prepared.clone(), Cell::new(now)));
+        drop(cache);
+        if let Some(evicted) = evicted {
+            self.close_statement(&evicted.name);
+        }
+        prepared
+    }
+
+    /// Queues `Close` of statement `name`, unanswered: its `CloseComplete`
+    /// is ignored by the driver, and the `Bind`s already queued for it run
+    /// first (the server handles messages in order).
+    fn close_statement(&self, name: &str) {
+        let state = &*self.state;
+        if state.closed.get() {
+            return;
+        }
+        let mut out = state.out.borrow_mut();
+        if frontend::close(b'S', name, &mut out).is_ok() {
+            state.unsynced.set(true);
+            drop(out);
+            state.wake_driver();
+        }
     }
 }
 

@@ -36,7 +36,7 @@ mod startup;
 pub(crate) use driver::Driver;
 pub use error::ServerError;
 pub(crate) use mailbox::Connection;
-pub(crate) use mailbox::Outcome;
+pub(crate) use mailbox::{Outcome, Prepared};
 pub use mailbox::{Params, TextRows};
 pub(crate) use startup::{connect, ConnectParams};
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::{md5_hash, sasl};
-use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::backend::{Message, RowDescriptionBody};
 use postgres_protocol::message::frontend;
 use postgres_types::{Kind, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,6 +27,7 @@ use super::error::map_error;
 use super::mailbox::{Connection, Prepared, State};
 use super::READ_CHUNK;
 use super::{io_error, protocol_error};
+use crate::db::pg::row::Columns;
 use crate::db::pg::StatementSpec;
 use crate::db::Error;
 
@@ -191,13 +192,9 @@ async fn prepare(
                     .map_err(|e| io_error("bad ParameterDescription", e))?;
             }
             message @ (Message::RowDescription(_) | Message::NoData) => {
-                let columns: Vec<Type> = match message {
-                    Message::RowDescription(body) => body
-                        .fields()
-                        .map(|field| Ok(type_of(field.type_oid())))
-                        .collect()
-                        .map_err(|e| io_error("bad RowDescription", e))?,
-                    _ => Vec::new(),
+                let columns = match message {
+                    Message::RowDescription(body) => describe_columns(&body)?,
+                    _ => Columns::default(),
                 };
                 let i = prepared.len();
                 let spec = statements
@@ -206,7 +203,7 @@ async fn prepare(
                 prepared.push(Prepared {
                     name: format!("s{i}"),
                     params: std::mem::take(&mut params),
-                    columns: columns.into(),
+                    columns: Rc::new(columns),
                     write: spec.write,
                 });
             }
@@ -227,8 +224,20 @@ async fn prepare(
     }
 }
 
+/// The types and names of a statement's result columns.
+pub(super) fn describe_columns(body: &RowDescriptionBody) -> Result<Columns, Error> {
+    let mut types = Vec::new();
+    let mut names = Vec::new();
+    let mut fields = body.fields();
+    while let Some(field) = fields.next().map_err(|e| io_error("bad RowDescription", e))? {
+        types.push(type_of(field.type_oid()));
+        names.push(field.name().to_string());
+    }
+    Ok(Columns { types: types.into(), names: names.into() })
+}
+
 /// The type for `oid`; types outside the built-in catalog (enums, domains,
 /// extensions) get a placeholder that only raw-accepting types decode.
-fn type_of(oid: u32) -> Type {
+pub(super) fn type_of(oid: u32) -> Type {
     Type::from_oid(oid).unwrap_or_else(|| Type::new(format!("oid{oid}"), oid, Kind::Simple, String::new()))
 }
