@@ -14,11 +14,12 @@
 //! - [`html`]: the fortunes document (IMF-fixdate validation is
 //!   [`http_probe::date`]'s);
 //! - [`config`]: per-server paths and parameter names;
-//! - [`tfb`], [`arena`], [`static_files`], [`badinput`], [`db`]: which requests to send for the
+//! - [`tfb`], [`arena`], [`arena_rules`], [`static_files`], [`badinput`], [`db`]: which requests to send for the
 //!   TFB test types, the HttpArena profiles, the bad-input battery, and the
 //!   database-side checks (`pg_stat_statements`, persisted updates).
 
 mod arena;
+mod arena_rules;
 mod badinput;
 mod checks;
 mod config;
@@ -209,6 +210,7 @@ fn run_checks(ctx: &Ctx, url: &str, enabled: &dyn Fn(Group) -> bool, database_ur
     }
     if enabled(Group::Arena) {
         arena::run(ctx, &mut rep);
+        arena_rules::run(ctx, &mut rep);
         static_files::run(ctx, &mut rep);
     }
     if enabled(Group::BadInput) {
