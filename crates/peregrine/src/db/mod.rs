@@ -20,7 +20,9 @@
 use std::time::Duration;
 
 mod error;
+#[cfg(feature = "postgres")]
 pub mod pg;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 pub use error::{Error, ErrorKind, SqlState};
