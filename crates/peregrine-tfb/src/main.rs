@@ -64,8 +64,8 @@ Environment:
   RUST_LOG           log filter (default: info).
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
-/updates?queries=N /cached-queries?count=N /baseline11 /json/{count}?m=M
-/upload";
+/updates?queries=N /cached-queries?count=N /baseline11 /pipeline
+/json/{count}?m=M /upload";
 
 #[derive(Serialize)]
 struct Message {
@@ -216,6 +216,7 @@ fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
     Router::with_state(App { dataset, store, cache })
         .get("/plaintext", || Content("text/plain", "Hello, World!"))
         .get("/json", || Json(Message { message: "Hello, World!" }))
+        .get("/pipeline", || Content("text/plain", "ok"))
         .get("/baseline11", baseline)
         .post("/baseline11", baseline)
         .get(
