@@ -1,7 +1,10 @@
 //! `peregrine-tfb`: the TechEmpower Framework Benchmarks and HttpArena test
 //! application, written only against peregrine's public API.
 
+mod arena;
+mod crud;
 mod dataset;
+mod item_cache;
 mod store;
 
 use std::net::SocketAddr;
@@ -65,7 +68,8 @@ Environment:
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
 /updates?queries=N /cached-queries?count=N /baseline11 /pipeline
-/json/{count}?m=M /upload";
+/json/{count}?m=M /upload /async-db?min=&max=&limit=
+/crud/items[?category=&page=&limit=] /crud/items/{id}";
 
 #[derive(Serialize)]
 struct Message {
@@ -78,6 +82,8 @@ struct App {
     dataset: Rc<Vec<dataset::Item>>,
     store: Store,
     cache: Rc<LocalCache<i32, World>>,
+    /// crud's item cache, shared across workers (and processes, on Redis).
+    items: item_cache::ItemCache,
 }
 
 /// Rows the per-worker World cache holds (the whole table fits).
@@ -211,9 +217,9 @@ struct Multiplier {
     m: Option<i64>,
 }
 
-fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
+fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store, items: item_cache::ItemCache) -> Router<App> {
     let cache = Rc::new(LocalCache::new(CACHE_CAPACITY, CACHE_TTL));
-    Router::with_state(App { dataset, store, cache })
+    let router = Router::with_state(App { dataset, store, cache, items })
         .get("/plaintext", || Content("text/plain", "Hello, World!"))
         .get("/json", || Json(Message { message: "Hello, World!" }))
         .get("/pipeline", || Content("text/plain", "ok"))
@@ -236,6 +242,8 @@ fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store) -> Router<App> {
         .get_async("/updates", updates)
         .get_async("/fortunes", fortunes_handler)
         .get_async("/cached-queries", cached_queries)
+        .get_async("/async-db", arena::async_db);
+    crud::routes(router)
 }
 
 /// Creates and seeds the tables if they are missing, before any worker
@@ -286,16 +294,22 @@ fn main() -> ExitCode {
         eprintln!("peregrine-tfb: {e}");
         return ExitCode::FAILURE;
     }
+    let items = item_cache::ItemCache::process();
     tracing::info!(addr = %cli.addr, workers, "peregrine-tfb listening");
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
+        let items = items.clone();
         async move {
             // No waiting for the database here: a worker that is not yet
             // accepting leaves connections the kernel gave it stuck in its
             // backlog. Requests arriving before the pool's first connection
             // wait for it instead (`PgPool::get_or_wait`).
             let store = store?;
-            Ok::<_, peregrine::db::Error>(build_router(Rc::new(dataset::load().unwrap_or_default()), store))
+            Ok::<_, peregrine::db::Error>(build_router(
+                Rc::new(dataset::load().unwrap_or_default()),
+                store,
+                items,
+            ))
         }
     });
     match result {

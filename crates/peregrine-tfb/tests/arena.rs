@@ -19,3 +19,15 @@ fn pipeline_answers_ok_sixteen_deep() {
     assert_eq!(replies.len(), 16);
     assert!(replies.iter().all(|r| r.status == 200 && r.body == "ok"), "{replies:?}");
 }
+
+#[test]
+fn async_db_on_sqlite() {
+    let server = Server::start("async-db", &[]);
+    common::checks::async_db(&server);
+}
+
+#[test]
+fn crud_on_sqlite() {
+    let server = Server::start("crud", &[]);
+    common::checks::crud(&server, 100_001);
+}

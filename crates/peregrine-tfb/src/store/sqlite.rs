@@ -10,7 +10,7 @@ use peregrine::db::Error;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{new_values, stored_per_request, Fortune, SharedRng, World};
+use super::{new_values, stored_per_request, Fortune, Item, ItemUpdate, NewItem, Rating, SharedRng, World};
 
 const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = ?1";
 const SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
@@ -69,6 +69,104 @@ impl SqliteStore {
             })
             .await
     }
+}
+
+impl SqliteStore {
+    pub(super) async fn items_by_price(&self, min: i32, max: i32, limit: i64) -> Result<Vec<Item>, Error> {
+        self.pool
+            .run(move |c| {
+                let sql = format!(
+                    "SELECT {} FROM items WHERE price BETWEEN ?1 AND ?2 LIMIT ?3",
+                    super::ITEM_COLUMNS
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                let rows = stmt.query_map((min, max, limit), item_row)?;
+                rows.collect()
+            })
+            .await
+    }
+
+    pub(super) async fn items_in_category(
+        &self,
+        category: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Item>, Error> {
+        let category = category.to_string();
+        self.pool
+            .run(move |c| {
+                let sql = format!(
+                    "SELECT {} FROM items WHERE category = ?1 ORDER BY id LIMIT ?2 OFFSET ?3",
+                    super::ITEM_COLUMNS
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                let rows = stmt.query_map((category, limit, offset), item_row)?;
+                rows.collect()
+            })
+            .await
+    }
+
+    pub(super) async fn item(&self, id: i32) -> Result<Option<Item>, Error> {
+        self.pool
+            .run(move |c| {
+                let sql = format!("SELECT {} FROM items WHERE id = ?1", super::ITEM_COLUMNS);
+                let mut stmt = c.prepare_cached(&sql)?;
+                let mut rows = stmt.query_map([id], item_row)?;
+                rows.next().transpose()
+            })
+            .await
+    }
+
+    pub(super) async fn upsert_item(&self, item: &NewItem) -> Result<Item, Error> {
+        let item = item.clone();
+        self.pool
+            .run(move |c| {
+                let sql = format!(
+                    "INSERT INTO items ({c}) VALUES (?1, ?2, ?3, ?4, ?5, 1, '[]', 0, 0) \
+                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, category = excluded.category, \
+                     price = excluded.price, quantity = excluded.quantity RETURNING {c}",
+                    c = super::ITEM_COLUMNS
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                stmt.query_row((item.id, &item.name, &item.category, item.price, item.quantity), item_row)
+            })
+            .await
+    }
+
+    pub(super) async fn update_item(&self, id: i32, update: &ItemUpdate) -> Result<Option<Item>, Error> {
+        let update = update.clone();
+        self.pool
+            .run(move |c| {
+                let sql = format!(
+                    "UPDATE items SET name = ?2, price = ?3, quantity = ?4, category = COALESCE(?5, category) \
+                     WHERE id = ?1 RETURNING {}",
+                    super::ITEM_COLUMNS
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                let mut rows =
+                    stmt.query_map((id, &update.name, update.price, update.quantity, &update.category), item_row)?;
+                rows.next().transpose()
+            })
+            .await
+    }
+}
+
+/// A row selected with [`super::ITEM_COLUMNS`]; tags are JSON text.
+fn item_row(row: &Row<'_>) -> Result<Item, SqliteError> {
+    let tags: String = row.get(6)?;
+    let tags = serde_json::from_str(&tags).map_err(|e| {
+        SqliteError::FromSqlConversionFailure(6, peregrine::db::sqlite::types::Type::Text, Box::new(e))
+    })?;
+    Ok(Item {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        category: row.get(2)?,
+        price: row.get(3)?,
+        quantity: row.get(4)?,
+        active: row.get(5)?,
+        tags,
+        rating: Rating { score: row.get(7)?, count: row.get(8)? },
+    })
 }
 
 fn world_row(row: &Row<'_>) -> Result<World, SqliteError> {

@@ -94,6 +94,25 @@ impl Server {
         }
     }
 
+    /// Waits until both of a worker's PostgreSQL pools answer (reads and
+    /// the write connections of `/updates`): a debug build takes a few
+    /// seconds to open them all, and requests before then may get `503`.
+    pub fn wait_db_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut ok = 0;
+        // Several in a row, so both workers' pools have answered.
+        while ok < 8 {
+            let reply = self.get("/updates?queries=1");
+            if reply.status == 200 {
+                ok += 1;
+            } else {
+                ok = 0;
+                assert!(Instant::now() < deadline, "database never ready: {reply:?}\n{}", self.log());
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
     /// What the process wrote to stderr so far.
     pub fn log(&self) -> String {
         self.log.lock().expect("log").clone()
@@ -120,7 +139,13 @@ impl Server {
         raw.push_str("\r\n");
         let mut bytes = raw.into_bytes();
         bytes.extend_from_slice(body);
-        self.raw(&bytes).into_iter().next().unwrap_or_else(|| panic!("no answer to {method} {path}"))
+        // No answer (a timeout or a close) is status 0, for the caller to
+        // assert on with context.
+        self.raw(&bytes).into_iter().next().unwrap_or(Reply {
+            status: 0,
+            headers: Vec::new(),
+            body: String::new(),
+        })
     }
 
     /// Writes `bytes` in one write and reads every response until the
@@ -183,3 +208,5 @@ fn parse_all(mut buf: &[u8]) -> Vec<Reply> {
     }
     replies
 }
+
+pub mod checks;

@@ -1,0 +1,80 @@
+//! The cache in front of `GET /crud/items/{id}`: one API over two backends.
+//!
+//! - In-process (default): one [`SharedCache`] for the whole process, so an
+//!   update on any worker invalidates what every worker serves. Fills are
+//!   ticketed, so a read that raced an update never caches the old row.
+//! - Redis (`REDIS_URL` set): shared by every process using that Redis, so
+//!   several instances behind a load balancer see each other's
+//!   invalidations. See [`crate::redis_cache`].
+//!
+//! Entries expire 200 ms after they were written (absolute expiry), as the
+//! crud profile asks. A cache failure never fails a request: the handler
+//! falls through to the database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use peregrine::cache::{SharedCache, Ticket};
+
+use crate::store::Item;
+
+/// How long a cached item is served after it was cached.
+pub const ITEM_TTL: Duration = Duration::from_millis(200);
+/// Items the in-process cache holds (the crud load reads 50,000 ids).
+pub const ITEM_CAPACITY: usize = 65_536;
+
+/// What a lookup found.
+pub enum Lookup {
+    Hit(Arc<Item>),
+    /// Not cached: read the database, then [`ItemCache::fill`] with this.
+    Miss(Fill),
+}
+
+/// What a fill needs from the lookup that missed.
+pub struct Fill(Option<Ticket>);
+
+/// The crud item cache; cheap to clone.
+#[derive(Clone)]
+pub enum ItemCache {
+    Process(Arc<SharedCache<i32, Arc<Item>>>),
+}
+
+impl ItemCache {
+    /// The in-process cache, to build once and clone into every worker.
+    pub fn process() -> ItemCache {
+        ItemCache::Process(Arc::new(SharedCache::new(ITEM_CAPACITY, ITEM_TTL)))
+    }
+
+    pub async fn get(&self, id: i32) -> Lookup {
+        match self {
+            ItemCache::Process(cache) => {
+                // The ticket is taken before the lookup, so an invalidation
+                // after it (during the database read) drops the fill.
+                let ticket = cache.ticket(&id);
+                match cache.get(&id) {
+                    Some(item) => Lookup::Hit(item),
+                    None => Lookup::Miss(Fill(Some(ticket))),
+                }
+            }
+        }
+    }
+
+    pub async fn fill(&self, fill: Fill, item: Arc<Item>) {
+        match self {
+            ItemCache::Process(cache) => {
+                if let Some(ticket) = fill.0 {
+                    cache.insert_if_unchanged(ticket, item.id, item);
+                }
+            }
+        }
+    }
+
+    /// Drops `id` after a write: every worker's next read of it misses.
+    pub async fn invalidate(&self, id: i32) {
+        match self {
+            ItemCache::Process(cache) => {
+                cache.remove(&id);
+            }
+        }
+    }
+}
