@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use peregrine::cache::{SharedCache, Ticket};
 
+use crate::redis_cache::RedisCache;
 use crate::store::Item;
 
 /// How long a cached item is served after it was cached.
@@ -33,18 +34,53 @@ pub enum Lookup {
 /// What a fill needs from the lookup that missed.
 pub struct Fill(Option<Ticket>);
 
-/// The crud item cache; cheap to clone.
+/// Which cache to use, chosen once at startup and cloned into every
+/// worker (`Send + Sync`).
+#[derive(Clone)]
+pub enum CacheConfig {
+    Process(Arc<SharedCache<i32, Arc<Item>>>),
+    Redis(redis::Client),
+}
+
+impl CacheConfig {
+    /// `REDIS_URL` set and not empty: Redis at that URL; otherwise one
+    /// in-process cache for all workers.
+    pub fn from_env() -> Result<CacheConfig, String> {
+        match std::env::var("REDIS_URL").ok().map(|u| u.trim().to_string()).filter(|u| !u.is_empty()) {
+            Some(url) => crate::redis_cache::client(&url).map(CacheConfig::Redis),
+            None => Ok(CacheConfig::Process(Arc::new(SharedCache::new(ITEM_CAPACITY, ITEM_TTL)))),
+        }
+    }
+
+    /// For the startup log (no password).
+    pub fn describe(&self) -> String {
+        match self {
+            CacheConfig::Process(_) => "in-process, shared by the workers".to_string(),
+            CacheConfig::Redis(client) => {
+                let info = client.get_connection_info();
+                format!("Redis at {}", info.addr)
+            }
+        }
+    }
+
+    /// The worker's cache; for Redis this starts connecting in the
+    /// background, so it must run in the worker's `LocalSet`.
+    pub fn build(&self) -> ItemCache {
+        match self {
+            CacheConfig::Process(cache) => ItemCache::Process(Arc::clone(cache)),
+            CacheConfig::Redis(client) => ItemCache::Redis(RedisCache::start(client.clone())),
+        }
+    }
+}
+
+/// The crud item cache of one worker; cheap to clone.
 #[derive(Clone)]
 pub enum ItemCache {
     Process(Arc<SharedCache<i32, Arc<Item>>>),
+    Redis(RedisCache),
 }
 
 impl ItemCache {
-    /// The in-process cache, to build once and clone into every worker.
-    pub fn process() -> ItemCache {
-        ItemCache::Process(Arc::new(SharedCache::new(ITEM_CAPACITY, ITEM_TTL)))
-    }
-
     pub async fn get(&self, id: i32) -> Lookup {
         match self {
             ItemCache::Process(cache) => {
@@ -56,6 +92,10 @@ impl ItemCache {
                     None => Lookup::Miss(Fill(Some(ticket))),
                 }
             }
+            ItemCache::Redis(redis) => match redis.get(id).await {
+                Some(item) => Lookup::Hit(Arc::new(item)),
+                None => Lookup::Miss(Fill(None)),
+            },
         }
     }
 
@@ -66,6 +106,7 @@ impl ItemCache {
                     cache.insert_if_unchanged(ticket, item.id, item);
                 }
             }
+            ItemCache::Redis(redis) => redis.set(&item).await,
         }
     }
 
@@ -75,6 +116,7 @@ impl ItemCache {
             ItemCache::Process(cache) => {
                 cache.remove(&id);
             }
+            ItemCache::Redis(redis) => redis.del(id).await,
         }
     }
 }

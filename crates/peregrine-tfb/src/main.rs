@@ -5,6 +5,7 @@ mod arena;
 mod crud;
 mod dataset;
 mod item_cache;
+mod redis_cache;
 mod store;
 
 use std::net::SocketAddr;
@@ -64,6 +65,11 @@ Environment:
   DATABASE_MAX_CONN  PostgreSQL connections across all workers (default:
                      17 per worker: one pipelined connection for reads,
                      the rest for the commits of /updates).
+  REDIS_URL          redis://HOST:PORT[/DB]: the /crud/items cache lives in
+                     that Redis, shared by every instance using it; unset:
+                     one in-process cache shared by the workers. Redis
+                     being down never fails a request (the database
+                     answers).
   RUST_LOG           log filter (default: info).
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
@@ -294,11 +300,17 @@ fn main() -> ExitCode {
         eprintln!("peregrine-tfb: {e}");
         return ExitCode::FAILURE;
     }
-    let items = item_cache::ItemCache::process();
-    tracing::info!(addr = %cli.addr, workers, "peregrine-tfb listening");
+    let items = match item_cache::CacheConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("peregrine-tfb: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(addr = %cli.addr, workers, cache = %items.describe(), "peregrine-tfb listening");
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
-        let items = items.clone();
+        let items = items.build();
         async move {
             // No waiting for the database here: a worker that is not yet
             // accepting leaves connections the kernel gave it stuck in its
@@ -312,6 +324,12 @@ fn main() -> ExitCode {
             ))
         }
     });
+    if redis_cache::failures() > 0 {
+        tracing::warn!(
+            failures = redis_cache::failures(),
+            "Redis commands failed while serving (answered from the database)"
+        );
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

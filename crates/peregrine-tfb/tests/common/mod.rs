@@ -58,22 +58,26 @@ impl Server {
             .env_remove("DATABASE_URL")
             .env_remove("REDIS_URL")
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("start peregrine-tfb");
+        // The log goes to stdout, start-up errors to stderr: keep both.
         let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().expect("stderr");
-        let sink = Arc::clone(&log);
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut log = sink.lock().expect("log");
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        let outputs: [Box<dyn Read + Send>; 2] =
+            [Box::new(child.stdout.take().expect("stdout")), Box::new(child.stderr.take().expect("stderr"))];
+        for output in outputs {
+            let sink = Arc::clone(&log);
+            thread::spawn(move || {
+                for line in BufReader::new(output).lines().map_while(Result::ok) {
+                    let mut log = sink.lock().expect("log");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
         let mut server = Server { child, addr, log, data_dir };
         server.wait_up();
         server
@@ -113,7 +117,7 @@ impl Server {
         }
     }
 
-    /// What the process wrote to stderr so far.
+    /// What the process wrote (log and errors) so far.
     pub fn log(&self) -> String {
         self.log.lock().expect("log").clone()
     }
