@@ -57,6 +57,9 @@ fn two_instances_share_the_crud_cache_through_redis() {
     let again = first.get(&path);
     assert_eq!(again.header("x-cache"), Some("HIT"), "{again:?}");
     assert_eq!(again.body, after.body);
+
+    // The whole crud battery holds with the cache in Redis too.
+    common::checks::crud(&second, 600_000 + i64::from(std::process::id() % 1_000_000) * 7);
 }
 
 /// Waits until the instance's workers reach Redis (they connect in the
