@@ -18,9 +18,10 @@
 //! A body that is not JSON (syntax error, truncated, not UTF-8) is `400`; a
 //! well-formed body of the wrong shape (missing field, wrong type, number
 //! out of range, `id` below 1, JSON that is not an object) is `422`; a body
-//! over 64 KiB is `413`. Unknown fields are ignored. A body sent with a GET
-//! is ignored (the server reads it for framing only). Errors are JSON,
-//! `{"error":"..."}`. A database failure is `503` (unavailable or slow) or
+//! over 64 KiB is `413`. Unknown fields are ignored, and so is the
+//! `Content-Type` (the body is parsed as JSON whatever it says). A body
+//! sent with a GET is ignored (the server reads it for framing only).
+//! Errors are JSON, `{"error":"..."}`. A database failure is `503` (unavailable or slow) or
 //! `500`, like the TFB endpoints.
 
 use std::sync::Arc;

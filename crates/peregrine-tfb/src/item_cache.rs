@@ -84,12 +84,11 @@ impl ItemCache {
     pub async fn get(&self, id: i32) -> Lookup {
         match self {
             ItemCache::Process(cache) => {
-                // The ticket is taken before the lookup, so an invalidation
-                // after it (during the database read) drops the fill.
-                let ticket = cache.ticket(&id);
-                match cache.get(&id) {
-                    Some(item) => Lookup::Hit(item),
-                    None => Lookup::Miss(Fill(Some(ticket))),
+                // The ticket comes from the lookup, so an invalidation after
+                // it (during the database read) drops the fill.
+                match cache.get_or_ticket(&id) {
+                    Ok(item) => Lookup::Hit(item),
+                    Err(ticket) => Lookup::Miss(Fill(Some(ticket))),
                 }
             }
             ItemCache::Redis(redis) => match redis.get(id).await {

@@ -60,9 +60,10 @@ pub struct Ticket {
 /// use peregrine::cache::SharedCache;
 ///
 /// let cache: SharedCache<u32, String> = SharedCache::new(10_000, Duration::from_millis(200));
-/// let ticket = cache.ticket(&7);
-/// // ... read row 7 from the database ...
-/// cache.insert_if_unchanged(ticket, 7, "seven".to_string());
+/// if let Err(ticket) = cache.get_or_ticket(&7) {
+///     // ... read row 7 from the database ...
+///     cache.insert_if_unchanged(ticket, 7, "seven".to_string());
+/// }
 /// assert_eq!(cache.get(&7).as_deref(), Some("seven"));
 /// cache.remove(&7); // after writing row 7
 /// assert_eq!(cache.get(&7), None);
@@ -159,6 +160,26 @@ impl<K: Hash + Eq + Clone, V: Clone> SharedCache<K, V> {
     /// Inserts or replaces `key`, valid for the cache's TTL from now.
     pub fn insert(&self, key: K, value: V) {
         self.insert_at(key, value, Instant::now());
+    }
+
+    /// One lock for a cache-aside read: the value for `key` if present and
+    /// not expired, else the [`Ticket`] to fill it with after reading the
+    /// source.
+    pub fn get_or_ticket<Q>(&self, key: &Q) -> Result<V, Ticket>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let index = self.shard_of(key);
+        let mut shard = lock(&self.shards[index]);
+        let ticket = Ticket { shard: index, generation: shard.generation };
+        match shard.map.get_mut(key) {
+            Some(entry) if entry.expires > Instant::now() => {
+                entry.referenced = true;
+                Ok(entry.value.clone())
+            }
+            _ => Err(ticket),
+        }
     }
 
     /// What [`SharedCache::insert_if_unchanged`] checks against: take it
@@ -313,6 +334,10 @@ mod tests {
         let ticket = cache.ticket(&5);
         assert!(cache.insert_if_unchanged(ticket, 5, "new"));
         assert_eq!(cache.get(&5), Some("new"));
+        assert_eq!(cache.get_or_ticket(&5), Ok("new"));
+        let Err(ticket) = cache.get_or_ticket(&6) else { panic!("6 was never cached") };
+        cache.remove(&6);
+        assert!(!cache.insert_if_unchanged(ticket, 6, "old"), "removed since the lookup");
     }
 
     /// A removal on one thread is seen by the next read on every other
