@@ -205,8 +205,16 @@ impl Store {
 }
 
 /// The columns every item query selects, in [`Item`] order (tags before
-/// the two rating columns).
-const ITEM_COLUMNS: &str = "id, name, category, price, quantity, active, tags, rating_score, rating_count";
+/// the two rating columns); a macro so SQL can be built with `concat!`.
+macro_rules! item_columns {
+    () => {
+        "id, name, category, price, quantity, active, tags, rating_score, rating_count"
+    };
+}
+use item_columns;
+
+/// [`item_columns!`] as a value.
+const ITEM_COLUMNS: &str = item_columns!();
 
 /// A worker's random number generator, shared by its store's clones.
 type SharedRng = Rc<RefCell<SmallRng>>;

@@ -10,11 +10,34 @@ use peregrine::db::Error;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{new_values, stored_per_request, Fortune, Item, ItemUpdate, NewItem, Rating, SharedRng, World};
+use super::{
+    item_columns, new_values, stored_per_request, Fortune, Item, ItemUpdate, NewItem, Rating, SharedRng,
+    World,
+};
 
 const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = ?1";
 const SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
 const UPDATE_WORLD: &str = "UPDATE world SET randomnumber = ?2 WHERE id = ?1";
+const SELECT_ITEMS_BY_PRICE: &str =
+    concat!("SELECT ", item_columns!(), " FROM items WHERE price BETWEEN ?1 AND ?2 LIMIT ?3");
+const SELECT_ITEMS_IN_CATEGORY: &str =
+    concat!("SELECT ", item_columns!(), " FROM items WHERE category = ?1 ORDER BY id LIMIT ?2 OFFSET ?3");
+const SELECT_ITEM: &str = concat!("SELECT ", item_columns!(), " FROM items WHERE id = ?1");
+/// crud's create: new rows are active, untagged and unrated; an existing
+/// row keeps those columns.
+const UPSERT_ITEM: &str = concat!(
+    "INSERT INTO items (",
+    item_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, 1, '[]', 0, 0) \
+     ON CONFLICT (id) DO UPDATE SET name = excluded.name, category = excluded.category, \
+     price = excluded.price, quantity = excluded.quantity RETURNING ",
+    item_columns!()
+);
+const UPDATE_ITEM: &str = concat!(
+    "UPDATE items SET name = ?2, price = ?3, quantity = ?4, category = COALESCE(?5, category) \
+     WHERE id = ?1 RETURNING ",
+    item_columns!()
+);
 
 /// SQLite backend of a [`super::Store`].
 #[derive(Clone)]
@@ -75,11 +98,7 @@ impl SqliteStore {
     pub(super) async fn items_by_price(&self, min: i32, max: i32, limit: i64) -> Result<Vec<Item>, Error> {
         self.pool
             .run(move |c| {
-                let sql = format!(
-                    "SELECT {} FROM items WHERE price BETWEEN ?1 AND ?2 LIMIT ?3",
-                    super::ITEM_COLUMNS
-                );
-                let mut stmt = c.prepare_cached(&sql)?;
+                let mut stmt = c.prepare_cached(SELECT_ITEMS_BY_PRICE)?;
                 let rows = stmt.query_map((min, max, limit), item_row)?;
                 rows.collect()
             })
@@ -95,11 +114,7 @@ impl SqliteStore {
         let category = category.to_string();
         self.pool
             .run(move |c| {
-                let sql = format!(
-                    "SELECT {} FROM items WHERE category = ?1 ORDER BY id LIMIT ?2 OFFSET ?3",
-                    super::ITEM_COLUMNS
-                );
-                let mut stmt = c.prepare_cached(&sql)?;
+                let mut stmt = c.prepare_cached(SELECT_ITEMS_IN_CATEGORY)?;
                 let rows = stmt.query_map((category, limit, offset), item_row)?;
                 rows.collect()
             })
@@ -109,8 +124,7 @@ impl SqliteStore {
     pub(super) async fn item(&self, id: i32) -> Result<Option<Item>, Error> {
         self.pool
             .run(move |c| {
-                let sql = format!("SELECT {} FROM items WHERE id = ?1", super::ITEM_COLUMNS);
-                let mut stmt = c.prepare_cached(&sql)?;
+                let mut stmt = c.prepare_cached(SELECT_ITEM)?;
                 let mut rows = stmt.query_map([id], item_row)?;
                 rows.next().transpose()
             })
@@ -121,13 +135,7 @@ impl SqliteStore {
         let item = item.clone();
         self.pool
             .run(move |c| {
-                let sql = format!(
-                    "INSERT INTO items ({c}) VALUES (?1, ?2, ?3, ?4, ?5, 1, '[]', 0, 0) \
-                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, category = excluded.category, \
-                     price = excluded.price, quantity = excluded.quantity RETURNING {c}",
-                    c = super::ITEM_COLUMNS
-                );
-                let mut stmt = c.prepare_cached(&sql)?;
+                let mut stmt = c.prepare_cached(UPSERT_ITEM)?;
                 stmt.query_row((item.id, &item.name, &item.category, item.price, item.quantity), item_row)
             })
             .await
@@ -137,14 +145,11 @@ impl SqliteStore {
         let update = update.clone();
         self.pool
             .run(move |c| {
-                let sql = format!(
-                    "UPDATE items SET name = ?2, price = ?3, quantity = ?4, category = COALESCE(?5, category) \
-                     WHERE id = ?1 RETURNING {}",
-                    super::ITEM_COLUMNS
-                );
-                let mut stmt = c.prepare_cached(&sql)?;
-                let mut rows =
-                    stmt.query_map((id, &update.name, update.price, update.quantity, &update.category), item_row)?;
+                let mut stmt = c.prepare_cached(UPDATE_ITEM)?;
+                let mut rows = stmt.query_map(
+                    (id, &update.name, update.price, update.quantity, &update.category),
+                    item_row,
+                )?;
                 rows.next().transpose()
             })
             .await
