@@ -1,7 +1,11 @@
 //! `peregrine-tfb`: the TechEmpower Framework Benchmarks and HttpArena test
 //! application, written only against peregrine's public API.
 
+mod arena;
+mod crud;
 mod dataset;
+mod item_cache;
+mod redis_cache;
 mod store;
 
 use std::net::SocketAddr;
@@ -71,11 +75,17 @@ Environment:
   DATABASE_MAX_CONN  PostgreSQL connections across all workers (default:
                      17 per worker: one pipelined connection for reads,
                      the rest for the commits of /updates).
+  REDIS_URL          redis://HOST:PORT[/DB]: the /crud/items cache lives in
+                     that Redis, shared by every instance using it; unset:
+                     one in-process cache shared by the workers. Redis
+                     being down never fails a request (the database
+                     answers).
   RUST_LOG           log filter (default: info).
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
-/updates?queries=N /cached-queries?count=N /baseline11 /json/{count}?m=M
-/upload /static/{file}";
+/updates?queries=N /cached-queries?count=N /baseline11 /pipeline
+/json/{count}?m=M /upload /static/{file} /async-db?min=&max=&limit=
+/crud/items[?category=&page=&limit=] /crud/items/{id}";
 
 #[derive(Serialize)]
 struct Message {
@@ -88,6 +98,8 @@ struct App {
     dataset: Rc<Vec<dataset::Item>>,
     store: Store,
     cache: Rc<LocalCache<i32, World>>,
+    /// crud's item cache, shared across workers (and processes, on Redis).
+    items: item_cache::ItemCache,
 }
 
 /// Rows the per-worker World cache holds (the whole table fits).
@@ -233,15 +245,21 @@ fn json_count(
     Ok(Json(dataset::Processed { items: app.dataset, count, m: q.m.unwrap_or(1) }))
 }
 
-fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store, files: ServeDir) -> Router<App> {
+fn build_router(
+    dataset: Rc<Vec<dataset::Item>>,
+    store: Store,
+    items: item_cache::ItemCache,
+    files: ServeDir,
+) -> Router<App> {
     let cache = Rc::new(LocalCache::new(CACHE_CAPACITY, CACHE_TTL));
-    let app = App { dataset, store, cache };
+    let app = App { dataset, store, cache, items };
     // Compressed when the client accepts it (HttpArena's json-comp), by the
     // library's middleware, per response.
     let compressed = Router::with_state(app.clone()).get("/json/{count}", json_count).layer(compression());
-    Router::with_state(app)
+    let router = Router::with_state(app)
         .get("/plaintext", || Content("text/plain", "Hello, World!"))
         .get("/json", || Json(Message { message: "Hello, World!" }))
+        .get("/pipeline", || Content("text/plain", "ok"))
         .get("/baseline11", baseline)
         .post("/baseline11", baseline)
         .merge(compressed)
@@ -251,7 +269,9 @@ fn build_router(dataset: Rc<Vec<dataset::Item>>, store: Store, files: ServeDir) 
         .get_async("/updates", updates)
         .get_async("/fortunes", fortunes_handler)
         .get_async("/cached-queries", cached_queries)
-        .get("/static/{*file}", files)
+        .get_async("/async-db", arena::async_db)
+        .get("/static/{*file}", files);
+    crud::routes(router)
 }
 
 /// The service behind `/static/`, from `--static-dir` and `--static-in-memory`.
@@ -321,10 +341,18 @@ fn main() -> ExitCode {
         eprintln!("peregrine-tfb: {e}");
         return ExitCode::FAILURE;
     }
-    tracing::info!(addr = %cli.addr, workers, "peregrine-tfb listening");
+    let items = match item_cache::CacheConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("peregrine-tfb: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(addr = %cli.addr, workers, cache = %items.describe(), "peregrine-tfb listening");
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
         let files = files.clone();
+        let items = items.build();
         async move {
             // No waiting for the database here: a worker that is not yet
             // accepting leaves connections the kernel gave it stuck in its
@@ -334,10 +362,17 @@ fn main() -> ExitCode {
             Ok::<_, peregrine::db::Error>(build_router(
                 Rc::new(dataset::load().unwrap_or_default()),
                 store,
+                items,
                 files,
             ))
         }
     });
+    if redis_cache::failures() > 0 {
+        tracing::warn!(
+            failures = redis_cache::failures(),
+            "Redis commands failed while serving (answered from the database)"
+        );
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

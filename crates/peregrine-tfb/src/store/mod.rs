@@ -1,5 +1,6 @@
 //! The benchmark app's data access: the World and Fortune tables of the TFB
-//! test types, on PostgreSQL or embedded SQLite, built only on
+//! test types and the `items` table of HttpArena's async-db and crud
+//! profiles, on PostgreSQL or embedded SQLite, built only on
 //! `peregrine::db`.
 //!
 //! This module owns the [`Store`] facade the handlers call and the rules
@@ -22,7 +23,7 @@ use std::rc::Rc;
 use peregrine::db::Error;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod config;
 mod pg;
@@ -47,6 +48,54 @@ pub struct World {
 pub struct Fortune {
     pub id: i32,
     pub message: String,
+}
+
+/// Rows seeded into the `items` table (ids 1..=100000).
+pub const ITEM_ROWS: i32 = 100_000;
+
+/// One row of the `items` table, as every HttpArena endpoint answers it:
+/// `{"id","name","category","price","quantity","active","tags":[...],
+/// "rating":{"score","count"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: i32,
+    pub name: String,
+    pub category: String,
+    pub price: i32,
+    pub quantity: i32,
+    pub active: bool,
+    pub tags: Vec<String>,
+    pub rating: Rating,
+}
+
+/// An item's nested rating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rating {
+    pub score: i32,
+    pub count: i32,
+}
+
+/// The body of `POST /crud/items`: an item to create or replace. Items
+/// created this way are `active`, untagged and unrated until seeded data
+/// says otherwise; an existing row keeps those columns.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct NewItem {
+    pub id: i32,
+    pub name: String,
+    pub category: String,
+    pub price: i32,
+    pub quantity: i32,
+}
+
+/// The body of `PUT /crud/items/{id}`; `category` is optional and kept
+/// when absent.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ItemUpdate {
+    pub name: String,
+    pub price: i32,
+    pub quantity: i32,
+    #[serde(default)]
+    pub category: Option<String>,
 }
 
 /// One worker's handle on the database. Cheap to clone (`Rc`); `!Send`.
@@ -105,6 +154,67 @@ impl Store {
         }
     }
 }
+
+impl Store {
+    /// Up to `limit` items with `min <= price <= max` (async-db), in the
+    /// order the database finds them.
+    pub async fn items_by_price(&self, min: i32, max: i32, limit: i64) -> Result<Vec<Item>, Error> {
+        match self {
+            Store::Pg(s) => s.items_by_price(min, max, limit).await,
+            Store::Sqlite(s) => s.items_by_price(min, max, limit).await,
+        }
+    }
+
+    /// One page of a category, by id (`GET /crud/items`).
+    pub async fn items_in_category(
+        &self,
+        category: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Item>, Error> {
+        match self {
+            Store::Pg(s) => s.items_in_category(category, limit, offset).await,
+            Store::Sqlite(s) => s.items_in_category(category, limit, offset).await,
+        }
+    }
+
+    /// The item `id`, if it exists.
+    pub async fn item(&self, id: i32) -> Result<Option<Item>, Error> {
+        match self {
+            Store::Pg(s) => s.item(id).await,
+            Store::Sqlite(s) => s.item(id).await,
+        }
+    }
+
+    /// Creates the item or replaces its name, category, price and quantity;
+    /// returns the row as stored (committed).
+    pub async fn upsert_item(&self, item: &NewItem) -> Result<Item, Error> {
+        match self {
+            Store::Pg(s) => s.upsert_item(item).await,
+            Store::Sqlite(s) => s.upsert_item(item).await,
+        }
+    }
+
+    /// Updates the item `id`; `None` when there is no such item.
+    pub async fn update_item(&self, id: i32, update: &ItemUpdate) -> Result<Option<Item>, Error> {
+        match self {
+            Store::Pg(s) => s.update_item(id, update).await,
+            Store::Sqlite(s) => s.update_item(id, update).await,
+        }
+    }
+}
+
+/// The columns every item query selects, in [`Item`] order (tags before
+/// the two rating columns); a macro so SQL can be built with `concat!`.
+macro_rules! item_columns {
+    () => {
+        "id, name, category, price, quantity, active, tags, rating_score, rating_count"
+    };
+}
+use item_columns;
+
+/// [`item_columns!`] as a value.
+const ITEM_COLUMNS: &str = item_columns!();
 
 /// A worker's random number generator, shared by its store's clones.
 type SharedRng = Rc<RefCell<SmallRng>>;
@@ -215,5 +325,38 @@ mod tests {
             async move { store.update_worlds(&[1, 2, 3, 4, 5, 3]).await }
         });
         try_join_all(batches).await.expect("concurrent updates");
+
+        // The items table: seeded rows, the range scan, a page, the writes.
+        let seeded = seed::seed_items();
+        assert_eq!(store.item(7).await.expect("item 7"), Some(seeded[6].clone()));
+        assert_eq!(store.item(ITEM_ROWS + 50_000).await.expect("absent item"), None);
+        for (min, max, limit) in [(5, 80, 7), (20, 150, 18), (100, 400, 33), (10, 50, 50)] {
+            let items = store.items_by_price(min, max, limit).await.expect("async-db");
+            assert_eq!(items.len() as i64, limit);
+            assert!(items.iter().all(|i| (min..=max).contains(&i.price)));
+        }
+        assert!(store.items_by_price(9999, 9999, 50).await.expect("empty range").is_empty());
+        let page = store.items_in_category("office", 10, 10).await.expect("page 2");
+        let want: Vec<&Item> = seeded.iter().filter(|i| i.category == "office").skip(10).take(10).collect();
+        assert_eq!(page.iter().collect::<Vec<_>>(), want);
+        let new =
+            NewItem { id: ITEM_ROWS + 7, name: "n".into(), category: "office".into(), price: 3, quantity: 4 };
+        let created = store.upsert_item(&new).await.expect("create");
+        assert_eq!(
+            (created.id, created.name.as_str(), created.price, created.active),
+            (new.id, "n", 3, true)
+        );
+        let again = NewItem { price: 9, ..new.clone() };
+        assert_eq!(store.upsert_item(&again).await.expect("upsert").price, 9);
+        let update = ItemUpdate { name: "u".into(), price: 5, quantity: 6, category: None };
+        let updated = store.update_item(new.id, &update).await.expect("update").expect("present");
+        assert_eq!((updated.name.as_str(), updated.category.as_str(), updated.quantity), ("u", "office", 6));
+        assert_eq!(store.item(new.id).await.expect("read back"), Some(updated));
+        let moved = ItemUpdate { category: Some("toys".into()), ..update };
+        assert_eq!(
+            store.update_item(new.id, &moved).await.expect("move").map(|i| i.category),
+            Some("toys".into())
+        );
+        assert_eq!(store.update_item(ITEM_ROWS + 60_000, &moved).await.expect("absent"), None);
     }
 }

@@ -7,10 +7,11 @@
 //! answered only after its commit.
 
 use futures_util::future::try_join_all;
-use peregrine::db::pg::{PgConfig, PgConn, PgPool, StatementId};
+use peregrine::db::pg::types::{accepts, FromSql, Type};
+use peregrine::db::pg::{PgConfig, PgConn, PgPool, Row, StatementId};
 use peregrine::db::Error;
 
-use super::{new_values, stored_per_request, Fortune, SharedRng, World};
+use super::{new_values, stored_per_request, Fortune, Item, ItemUpdate, NewItem, Rating, SharedRng, World};
 
 const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
 const SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
@@ -23,12 +24,49 @@ const UPDATE_WORLDS: &str = "UPDATE world SET randomnumber = v.r \
      FROM unnest($1::int[], $2::int[]) AS v(id, r) \
      WHERE world.id = v.id";
 
+/// async-db: a range scan (no index on price) cut at `limit` rows.
+fn items_by_price_sql() -> String {
+    format!("SELECT {} FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3", super::ITEM_COLUMNS)
+}
+
+fn items_in_category_sql() -> String {
+    format!("SELECT {} FROM items WHERE category = $1 ORDER BY id LIMIT $2 OFFSET $3", super::ITEM_COLUMNS)
+}
+
+fn item_sql() -> String {
+    format!("SELECT {} FROM items WHERE id = $1", super::ITEM_COLUMNS)
+}
+
+/// crud's create: new rows are active, untagged and unrated; an existing
+/// row keeps those columns.
+fn upsert_item_sql() -> String {
+    format!(
+        "INSERT INTO items ({c}) VALUES ($1, $2, $3, $4, $5, true, '[]', 0, 0) \
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, category = EXCLUDED.category, \
+         price = EXCLUDED.price, quantity = EXCLUDED.quantity RETURNING {c}",
+        c = super::ITEM_COLUMNS
+    )
+}
+
+fn update_item_sql() -> String {
+    format!(
+        "UPDATE items SET name = $2, price = $3, quantity = $4, category = COALESCE($5, category) \
+         WHERE id = $1 RETURNING {}",
+        super::ITEM_COLUMNS
+    )
+}
+
 /// Statement handles registered on every PostgreSQL connection.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PgStatements {
     world: StatementId,
     fortunes: StatementId,
     update: StatementId,
+    items_by_price: StatementId,
+    items_in_category: StatementId,
+    item: StatementId,
+    upsert_item: StatementId,
+    update_item: StatementId,
 }
 
 impl PgStatements {
@@ -38,6 +76,11 @@ impl PgStatements {
             world: config.statement(SELECT_WORLD),
             fortunes: config.statement(SELECT_FORTUNES),
             update: config.write_statement(UPDATE_WORLDS),
+            items_by_price: config.statement(items_by_price_sql()),
+            items_in_category: config.statement(items_in_category_sql()),
+            item: config.statement(item_sql()),
+            upsert_item: config.write_statement(upsert_item_sql()),
+            update_item: config.write_statement(update_item_sql()),
         }
     }
 }
@@ -99,6 +142,90 @@ impl PgStore {
         self.writers.get_or_wait().await?.execute(self.statements.update, &[&change_ids, &values]).await?;
         Ok(stored_per_request(ids, &changes))
     }
+}
+
+impl PgStore {
+    pub(super) async fn items_by_price(&self, min: i32, max: i32, limit: i64) -> Result<Vec<Item>, Error> {
+        let rows = self
+            .pool
+            .get_or_wait()
+            .await?
+            .query(self.statements.items_by_price, &[&min, &max, &limit])
+            .await?;
+        rows.iter().map(item_row).collect()
+    }
+
+    pub(super) async fn items_in_category(
+        &self,
+        category: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Item>, Error> {
+        let conn = self.pool.get_or_wait().await?;
+        let rows = conn.query(self.statements.items_in_category, &[&category, &limit, &offset]).await?;
+        rows.iter().map(item_row).collect()
+    }
+
+    pub(super) async fn item(&self, id: i32) -> Result<Option<Item>, Error> {
+        let row = self.pool.get_or_wait().await?.query_opt(self.statements.item, &[&id]).await?;
+        row.as_ref().map(item_row).transpose()
+    }
+
+    pub(super) async fn upsert_item(&self, item: &NewItem) -> Result<Item, Error> {
+        let conn = self.writers.get_or_wait().await?;
+        let row = conn
+            .query_one(
+                self.statements.upsert_item,
+                &[&item.id, &item.name, &item.category, &item.price, &item.quantity],
+            )
+            .await?;
+        item_row(&row)
+    }
+
+    pub(super) async fn update_item(&self, id: i32, update: &ItemUpdate) -> Result<Option<Item>, Error> {
+        let conn = self.writers.get_or_wait().await?;
+        let row = conn
+            .query_opt(
+                self.statements.update_item,
+                &[&id, &update.name, &update.price, &update.quantity, &update.category],
+            )
+            .await?;
+        row.as_ref().map(item_row).transpose()
+    }
+}
+
+/// A row selected with [`super::ITEM_COLUMNS`].
+fn item_row(row: &Row) -> Result<Item, Error> {
+    Ok(Item {
+        id: row.try_get(0)?,
+        name: row.try_get(1)?,
+        category: row.try_get(2)?,
+        price: row.try_get(3)?,
+        quantity: row.try_get(4)?,
+        active: row.try_get(5)?,
+        tags: row.try_get::<JsonTags>(6)?.0,
+        rating: Rating { score: row.try_get(7)?, count: row.try_get(8)? },
+    })
+}
+
+/// A `jsonb` (or `json`) array of strings. Binary `jsonb` is a version
+/// byte (1) followed by the JSON text.
+struct JsonTags(Vec<String>);
+
+impl<'a> FromSql<'a> for JsonTags {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let text = if *ty == Type::JSONB {
+            match raw.split_first() {
+                Some((1, rest)) => rest,
+                _ => return Err("unsupported jsonb format version".into()),
+            }
+        } else {
+            raw
+        };
+        Ok(JsonTags(serde_json::from_slice(text)?))
+    }
+
+    accepts!(JSONB, JSON);
 }
 
 async fn world(conn: &PgConn, stmt: StatementId, id: i32) -> Result<World, Error> {

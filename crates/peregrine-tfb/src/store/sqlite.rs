@@ -10,11 +10,34 @@ use peregrine::db::Error;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{new_values, stored_per_request, Fortune, SharedRng, World};
+use super::{
+    item_columns, new_values, stored_per_request, Fortune, Item, ItemUpdate, NewItem, Rating, SharedRng,
+    World,
+};
 
 const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = ?1";
 const SELECT_FORTUNES: &str = "SELECT id, message FROM fortune";
 const UPDATE_WORLD: &str = "UPDATE world SET randomnumber = ?2 WHERE id = ?1";
+const SELECT_ITEMS_BY_PRICE: &str =
+    concat!("SELECT ", item_columns!(), " FROM items WHERE price BETWEEN ?1 AND ?2 LIMIT ?3");
+const SELECT_ITEMS_IN_CATEGORY: &str =
+    concat!("SELECT ", item_columns!(), " FROM items WHERE category = ?1 ORDER BY id LIMIT ?2 OFFSET ?3");
+const SELECT_ITEM: &str = concat!("SELECT ", item_columns!(), " FROM items WHERE id = ?1");
+/// crud's create: new rows are active, untagged and unrated; an existing
+/// row keeps those columns.
+const UPSERT_ITEM: &str = concat!(
+    "INSERT INTO items (",
+    item_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, 1, '[]', 0, 0) \
+     ON CONFLICT (id) DO UPDATE SET name = excluded.name, category = excluded.category, \
+     price = excluded.price, quantity = excluded.quantity RETURNING ",
+    item_columns!()
+);
+const UPDATE_ITEM: &str = concat!(
+    "UPDATE items SET name = ?2, price = ?3, quantity = ?4, category = COALESCE(?5, category) \
+     WHERE id = ?1 RETURNING ",
+    item_columns!()
+);
 
 /// SQLite backend of a [`super::Store`].
 #[derive(Clone)]
@@ -69,6 +92,86 @@ impl SqliteStore {
             })
             .await
     }
+}
+
+impl SqliteStore {
+    pub(super) async fn items_by_price(&self, min: i32, max: i32, limit: i64) -> Result<Vec<Item>, Error> {
+        self.pool
+            .run(move |c| {
+                let mut stmt = c.prepare_cached(SELECT_ITEMS_BY_PRICE)?;
+                let rows = stmt.query_map((min, max, limit), item_row)?;
+                rows.collect()
+            })
+            .await
+    }
+
+    pub(super) async fn items_in_category(
+        &self,
+        category: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Item>, Error> {
+        let category = category.to_string();
+        self.pool
+            .run(move |c| {
+                let mut stmt = c.prepare_cached(SELECT_ITEMS_IN_CATEGORY)?;
+                let rows = stmt.query_map((category, limit, offset), item_row)?;
+                rows.collect()
+            })
+            .await
+    }
+
+    pub(super) async fn item(&self, id: i32) -> Result<Option<Item>, Error> {
+        self.pool
+            .run(move |c| {
+                let mut stmt = c.prepare_cached(SELECT_ITEM)?;
+                let mut rows = stmt.query_map([id], item_row)?;
+                rows.next().transpose()
+            })
+            .await
+    }
+
+    pub(super) async fn upsert_item(&self, item: &NewItem) -> Result<Item, Error> {
+        let item = item.clone();
+        self.pool
+            .run(move |c| {
+                let mut stmt = c.prepare_cached(UPSERT_ITEM)?;
+                stmt.query_row((item.id, &item.name, &item.category, item.price, item.quantity), item_row)
+            })
+            .await
+    }
+
+    pub(super) async fn update_item(&self, id: i32, update: &ItemUpdate) -> Result<Option<Item>, Error> {
+        let update = update.clone();
+        self.pool
+            .run(move |c| {
+                let mut stmt = c.prepare_cached(UPDATE_ITEM)?;
+                let mut rows = stmt.query_map(
+                    (id, &update.name, update.price, update.quantity, &update.category),
+                    item_row,
+                )?;
+                rows.next().transpose()
+            })
+            .await
+    }
+}
+
+/// A row selected with [`super::ITEM_COLUMNS`]; tags are JSON text.
+fn item_row(row: &Row<'_>) -> Result<Item, SqliteError> {
+    let tags: String = row.get(6)?;
+    let tags = serde_json::from_str(&tags).map_err(|e| {
+        SqliteError::FromSqlConversionFailure(6, peregrine::db::sqlite::types::Type::Text, Box::new(e))
+    })?;
+    Ok(Item {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        category: row.get(2)?,
+        price: row.get(3)?,
+        quantity: row.get(4)?,
+        active: row.get(5)?,
+        tags,
+        rating: Rating { score: row.get(7)?, count: row.get(8)? },
+    })
 }
 
 fn world_row(row: &Row<'_>) -> Result<World, SqliteError> {

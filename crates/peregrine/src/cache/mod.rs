@@ -1,4 +1,12 @@
-//! [`LocalCache`]: a bounded cache with expiry, owned by one worker.
+//! Caches for handlers: [`LocalCache`], owned by one worker, and
+//! [`SharedCache`], shared by every worker of the process.
+//!
+//! Pick [`LocalCache`] when a value may be stale for its TTL (every worker
+//! fills its own copy); pick [`SharedCache`] when a write on one worker must
+//! invalidate what every worker serves (cache-aside in front of rows that
+//! change).
+//!
+//! # `LocalCache`
 //!
 //! Each worker keeps its own cache, so lookups take no lock and touch no
 //! atomic: the cost of a hit is one hash lookup and one clock comparison.
@@ -10,6 +18,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+mod shared;
+
+pub use shared::{SharedCache, Ticket};
 
 struct Entry<V> {
     value: V,
