@@ -104,6 +104,8 @@ struct Request {
     query: Vec<(String, String)>,
     close: bool,
     body: Vec<u8>,
+    /// The client accepts gzip (json-comp's `/json/{count}` is compressed).
+    gzip: bool,
 }
 
 enum Failure {
@@ -270,7 +272,8 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Request, Failure
             (k.to_string(), v.to_string())
         })
         .collect();
-    Ok(Request { method: method.to_string(), path: path.to_string(), query, close, body })
+    let gzip = get("accept-encoding").any(|v| v.split(',').any(|c| c.trim().eq_ignore_ascii_case("gzip")));
+    Ok(Request { method: method.to_string(), path: path.to_string(), query, close, body, gzip })
 }
 
 fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>, Failure> {
@@ -416,7 +419,15 @@ fn route(req: &Request, f: Faults, rng: &mut Rng) -> Routed {
                 })
                 .collect();
             let body = serde_json::json!({"items": items, "count": n}).to_string();
-            (200, JSON, body.into_bytes(), vec![])
+            if !req.gzip {
+                return (200, JSON, body.into_bytes(), vec![]);
+            }
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            let compressed = std::io::Write::write_all(&mut gz, body.as_bytes()).and_then(|()| gz.finish());
+            match compressed {
+                Ok(bytes) => (200, JSON, bytes, vec![("Content-Encoding", "gzip".to_string())]),
+                Err(_) => (200, JSON, body.into_bytes(), vec![]),
+            }
         }
     }
 }
