@@ -266,3 +266,7 @@ pub fn app(store: Store, token: &str, static_dir: &FsPath) -> Router<Store> {
 
 #[cfg(test)]
 mod tests;
+/// Every code block of `docs/guide.md`, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct Guide;
