@@ -51,11 +51,19 @@ struct Settings {
     zstd_level: i32,
 }
 
-/// Compression middleware. Defaults: brotli, then gzip, then zstd when the
+/// Compression middleware. Defaults: zstd, then brotli, then gzip when the
 /// client accepts several equally; bodies under 256 bytes left alone; gzip
-/// level 1, brotli quality 4, zstd level 1 (chosen by HttpArena's
-/// json-comp score, which weighs bytes saved against CPU spent: see the
-/// README's figures).
+/// level 1, brotli quality 2, zstd level 1.
+///
+/// The defaults come from HttpArena's json-comp score, requests/s x
+/// (1,342 / bytes per response)^2, which weighs bytes saved against CPU
+/// spent. Measured on the 8,357-byte `/json/50` body on this project's
+/// machine (one core; per compression, and the score with a server cost of
+/// 12 us per uncompressed request): zstd 1 1,564 bytes in 36 us (score
+/// 12,498), brotli 2 1,536 bytes in 49 us (10,207), brotli 3 1,489 in 58 us
+/// (9,507), gzip 1 2,034 in 29 us (9,023), brotli 4 1,460 in 84 us (7,171),
+/// gzip 6 1,465 in 172 us (3,708), uncompressed 2,053. With a 30 us server
+/// cost the order is the same.
 ///
 /// Skipped: responses that already have a `Content-Encoding`, carry
 /// `Cache-Control: no-transform`, have no body, or whose type is
@@ -68,10 +76,10 @@ struct Settings {
 pub fn compression() -> Compression {
     Compression {
         settings: Rc::new(Settings {
-            codings: vec![Coding::Brotli, Coding::Gzip, Coding::Zstd],
+            codings: vec![Coding::Zstd, Coding::Brotli, Coding::Gzip],
             min_size: 256,
             gzip_level: 1,
-            brotli_quality: 4,
+            brotli_quality: 2,
             zstd_level: 1,
         }),
     }
@@ -342,6 +350,7 @@ mod tests {
     use super::*;
 
     const ALL: &[Coding] = &[Coding::Brotli, Coding::Gzip, Coding::Zstd];
+    const DEFAULT_ORDER: &[Coding] = &[Coding::Zstd, Coding::Brotli, Coding::Gzip];
 
     #[test]
     fn negotiation_honours_q_values_star_and_refusals() {
@@ -358,6 +367,9 @@ mod tests {
         assert_eq!(negotiate("br;q=nonsense, gzip", ALL), Some(Coding::Gzip));
         assert_eq!(negotiate("", ALL), None);
         assert_eq!(negotiate("gzip", &[Coding::Brotli]), None);
+        // The default order: zstd, then brotli, then gzip.
+        assert_eq!(negotiate("gzip, br", DEFAULT_ORDER), Some(Coding::Brotli));
+        assert_eq!(negotiate("gzip, deflate, br, zstd", DEFAULT_ORDER), Some(Coding::Zstd));
     }
 
     #[test]
