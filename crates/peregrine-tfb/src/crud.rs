@@ -5,7 +5,7 @@
 //!   Defaults `electronics`, 1, 10 (missing or empty means the default);
 //!   `limit` above 50 is cut to 50; `page` or `limit` that is not a
 //!   positive integer is `400`.
-//! - `GET /crud/items/{id}`: cache-aside through [`ItemCache`] (200 ms
+//! - `GET /crud/items/{id}`: cache-aside through [`ItemCache`](crate::item_cache::ItemCache) (200 ms
 //!   absolute expiry), `X-Cache: MISS` when read from the database, `HIT`
 //!   from the cache; `404` when absent.
 //! - `POST /crud/items` with `{id,name,category,price,quantity}`: upsert,
