@@ -105,7 +105,7 @@ impl ItemCache {
                     cache.insert_if_unchanged(ticket, item.id, item);
                 }
             }
-            ItemCache::Redis(redis) => redis.set(&item).await,
+            ItemCache::Redis(redis) => redis.set(&item, ITEM_TTL).await,
         }
     }
 

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::item_cache::ITEM_TTL;
 use crate::store::Item;
 
 /// Bound on one Redis command as the request sees it.
@@ -151,11 +150,11 @@ impl RedisCache {
         }
     }
 
-    /// Caches `item` for [`ITEM_TTL`].
-    pub async fn set(&self, item: &Item) {
+    /// Caches `item` for `ttl` (the crud profile's 200 ms).
+    pub async fn set(&self, item: &Item, ttl: Duration) {
         let Ok(json) = serde_json::to_string(item) else { return };
         let mut cmd = redis::cmd("SET");
-        cmd.arg(key(item.id)).arg(json).arg("PX").arg(ITEM_TTL.as_millis() as u64);
+        cmd.arg(key(item.id)).arg(json).arg("PX").arg(ttl.as_millis() as u64);
         let _: Option<()> = self.run("SET", cmd).await;
     }
 

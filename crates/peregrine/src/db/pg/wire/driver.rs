@@ -58,9 +58,9 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
+use super::columns::{describe_columns, type_of};
 use super::error::map_error;
 use super::mailbox::{Entry, EntryKind, Outcome, State};
-use super::startup::{describe_columns, type_of};
 use super::{io_error, protocol_error, READ_CHUNK};
 use crate::db::pg::row::{Columns, Row};
 use crate::db::Error;

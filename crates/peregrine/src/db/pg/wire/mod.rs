@@ -28,6 +28,7 @@
 //! - [`error`]: the mapping of a server `ErrorResponse` onto
 //!   [`crate::db::Error`].
 
+mod columns;
 mod driver;
 mod error;
 mod mailbox;

@@ -16,12 +16,12 @@ use std::time::Duration;
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::{md5_hash, sasl};
-use postgres_protocol::message::backend::{Message, RowDescriptionBody};
+use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
-use postgres_types::{Kind, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::columns::{describe_columns, type_of};
 use super::driver::Driver;
 use super::error::map_error;
 use super::mailbox::{Connection, Prepared, State};
@@ -222,22 +222,4 @@ async fn prepare(
         }
         None => Ok(prepared),
     }
-}
-
-/// The types and names of a statement's result columns.
-pub(super) fn describe_columns(body: &RowDescriptionBody) -> Result<Columns, Error> {
-    let mut types = Vec::new();
-    let mut names = Vec::new();
-    let mut fields = body.fields();
-    while let Some(field) = fields.next().map_err(|e| io_error("bad RowDescription", e))? {
-        types.push(type_of(field.type_oid()));
-        names.push(field.name().to_string());
-    }
-    Ok(Columns { types: types.into(), names: names.into() })
-}
-
-/// The type for `oid`; types outside the built-in catalog (enums, domains,
-/// extensions) get a placeholder that only raw-accepting types decode.
-pub(super) fn type_of(oid: u32) -> Type {
-    Type::from_oid(oid).unwrap_or_else(|| Type::new(format!("oid{oid}"), oid, Kind::Simple, String::new()))
 }
