@@ -8,7 +8,6 @@
 //! `eval "$(scripts/pg start)"; export DATABASE_URL`). A missing URL fails
 //! the tests instead of skipping them, so CI can't pass without a database.
 
-use std::future::Future;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
@@ -16,45 +15,9 @@ use futures_util::future::try_join_all;
 use peregrine::db::pg::{PgConfig, PgPool};
 use peregrine::db::{Error, ErrorKind, SqlState};
 
-fn database_url() -> String {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ => panic!(
-            "DATABASE_URL is not set: run these tests via scripts/test, or start the \
-             private cluster with `scripts/pg start` and export the DATABASE_URL it prints"
-        ),
-    }
-}
+mod pg_common;
 
-/// The URL with a distinct application_name, so a test can find (and kill)
-/// exactly its own backends while other tests share the server.
-fn tagged_url(tag: &str) -> (String, String) {
-    let url = database_url();
-    let name = format!("peregrine-test-{tag}-{}", std::process::id());
-    let sep = if url.contains('?') { '&' } else { '?' };
-    (format!("{url}{sep}application_name={name}"), name)
-}
-
-/// Runs `f` the way a peregrine worker runs tasks: current-thread runtime,
-/// inside a `LocalSet`.
-fn run_local<F: Future<Output = ()>>(f: F) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    tokio::task::LocalSet::new().block_on(&runtime, f);
-}
-
-async fn ready(pool: &PgPool) {
-    pool.ready(Duration::from_secs(10))
-        .await
-        .expect("the database at DATABASE_URL did not accept a connection within 10s");
-}
-
-/// A separate connection outside any pool, for inspecting and sabotaging.
-async fn admin() -> tokio_postgres::Client {
-    let (client, connection) =
-        tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await.expect("admin connection");
-    tokio::task::spawn_local(connection);
-    client
-}
+use pg_common::{admin, database_url, ready, run_local, tagged_url};
 
 #[test]
 fn prepared_queries_work() {
