@@ -1,9 +1,10 @@
 //! Every raw system call the library makes, each behind a safe function.
 //!
 //! Sockets and the event loop go through tokio and socket2; what is left
-//! are the few calls neither offers (open-file limits, CPU affinity, and the
-//! calls the worker's sweep makes on a connection's descriptor from outside
-//! its task). Keeping them here keeps `unsafe` in one reviewed place.
+//! are the few calls neither offers (open-file limits, CPU affinity,
+//! `sendfile` and `send` with `MSG_MORE` for file bodies, and the calls the
+//! worker's sweep makes on a connection's descriptor from outside its
+//! task). Keeping them here keeps `unsafe` in one reviewed place.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -75,6 +76,45 @@ pub(crate) fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: `set` is a valid cpu_set_t; the call only changes the calling
     // thread's affinity.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
+}
+
+/// Sends `buf` on the socket `fd` without blocking, with `MSG_MORE`: the
+/// kernel holds the bytes back to go out with what the next call sends
+/// (a response head and the file body after it, in one segment).
+pub(crate) fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the
+    // call; send only reads them. On a bad descriptor it fails with EBADF.
+    let n = unsafe {
+        libc::send(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Copies up to `count` bytes of the file `file` from `*offset` to the
+/// socket `socket` inside the kernel (`sendfile(2)`), advancing `*offset`
+/// by what was sent. `Ok(0)` means the file ended before `*offset`. The
+/// socket must be non-blocking: when full, the call fails with
+/// `WouldBlock`.
+pub(crate) fn sendfile(socket: RawFd, file: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+    let mut off = libc::off_t::try_from(*offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `off` is a valid, writable off_t for the duration of the
+    // call; sendfile reads and updates it and touches no other memory of
+    // ours. Bad descriptors make it fail with EBADF.
+    let n = unsafe { libc::sendfile(socket, file, &mut off, count) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    *offset = off as u64;
+    Ok(n as usize)
 }
 
 /// Shuts a socket down in both directions, so the task serving it sees end

@@ -1,7 +1,7 @@
-//! The default source: every request opens the file (and the chosen
-//! precompressed sibling) on disk, so a changed file is served changed at
-//! once and nothing of its contents is kept between requests (HttpArena's
-//! *production* rule).
+//! The default source: files are read from disk for every request, so
+//! nothing of their contents is kept between requests (HttpArena's
+//! *production* rule). What a path resolves to is kept for a second by the
+//! per-worker [open-file cache](super::open_files).
 //!
 //! A file is opened read-only (with `O_NONBLOCK`, so a FIFO in the tree
 //! cannot stall the worker in `open`), and then its real location, every
@@ -23,7 +23,8 @@
 //! microseconds, faster than handing the read to another thread and back.
 //! A cold, slow disk stalls the worker's other connections for that long.
 //!
-//! Measured on the project's 2-core VM (one worker, 64 connections,
+//! Before the open-file cache and `sendfile`, measured on the project's
+//! 2-core VM (one worker, 64 connections,
 //! HttpArena's `Accept-Encoding: br;q=1, gzip;q=0.8`, other builds running
 //! beside it): `reset.css` (a 2.4 KB `.br`) cost about 15 µs of server CPU
 //! per request from disk against 6 µs from memory (68k and 158k requests
@@ -36,41 +37,47 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::rc::Rc;
 
 use super::negotiate::Coding;
+use super::open_files::{self, Lookup};
 use super::{Selected, Source, Variant};
 
 /// Finds the variant of `rel` (already sanitized) to send: the first of
-/// `codings` that exists under `root`.
+/// `codings` that exists under `root`. `dir` numbers the `ServeDir` for the
+/// [open-file cache](open_files).
 ///
-/// Only the variant sent is opened and checked for its real location; the
-/// file itself, which must exist for a sibling to be sent, is then only
-/// `stat`ed (five system calls for a `.br` instead of eight).
-pub(crate) fn select(root: &Path, rel: &str, codings: &[Coding]) -> io::Result<Selected<'static>> {
-    let requested = root.join(rel);
-    let exists = || fs::metadata(&requested).is_ok_and(|m| m.is_file());
+/// A sibling is sent only if the file itself is servable too. Every
+/// variant sent is `fstat`ed now, so its length and validators are those of
+/// the bytes on disk even when the descriptor came from the cache.
+pub(crate) fn select(dir: u64, root: &Path, rel: &str, codings: &[Coding]) -> io::Result<Selected<'static>> {
+    let open = |coding: Coding| {
+        open_files::lookup(dir, rel, coding, || {
+            let mut path = root.join(rel).into_os_string();
+            path.push(coding.suffix());
+            Ok(open_under(root, Path::new(&path))?.map(|(file, _)| file))
+        })
+    };
     for &coding in codings {
-        let found = if coding == Coding::Identity {
-            match open_under(root, &requested)? {
-                Some(found) => Some(found),
-                None => return Ok(Selected::NotFound),
+        match open(coding)? {
+            Lookup::File(file) => {
+                if coding != Coding::Identity && matches!(open(Coding::Identity)?, Lookup::Absent) {
+                    return Ok(Selected::NotFound);
+                }
+                let meta = file.metadata()?;
+                return Ok(Selected::Variant(variant(file, &meta, coding)));
             }
-        } else {
-            let mut sibling = requested.clone().into_os_string();
-            sibling.push(coding.suffix());
-            open_under(root, Path::new(&sibling))?
-        };
-        if let Some((file, meta)) = found {
-            if coding != Coding::Identity && !exists() {
-                return Ok(Selected::NotFound);
-            }
-            return Ok(Selected::Variant(variant(file, &meta, coding)));
+            Lookup::Absent if coding == Coding::Identity => return Ok(Selected::NotFound),
+            Lookup::Absent => {}
         }
     }
-    Ok(if exists() { Selected::NotAcceptable } else { Selected::NotFound })
+    Ok(match open(Coding::Identity)? {
+        Lookup::File(_) => Selected::NotAcceptable,
+        Lookup::Absent => Selected::NotFound,
+    })
 }
 
-fn variant(file: File, meta: &Metadata, coding: Coding) -> Variant<'static> {
+fn variant(file: Rc<File>, meta: &Metadata, coding: Coding) -> Variant<'static> {
     let mtime = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
     Variant::new(coding, meta.len(), mtime, Source::File(file))
 }

@@ -84,22 +84,30 @@
 //! (`.well-known/...`) are served like any other.
 //!
 //! # Disk or memory
-//! By default every request opens and reads the file from disk: nothing of
-//! its contents is cached, so edits show at once (HttpArena's *production*
-//! rule). The I/O is blocking and runs on the worker thread: for web
-//! assets the page cache answers in microseconds, less than handing the
-//! read to another thread and back would cost; a cold, slow disk stalls
-//! that worker's other connections meanwhile. The file is read straight
-//! into the connection's output buffer after the head (one copy from the
-//! page cache); a `HEAD` reads nothing.
+//! By default every request reads the file from disk (the page cache):
+//! nothing of its contents is cached (HttpArena's *production* rule). The
+//! I/O is blocking and runs on the worker thread: for web assets the page
+//! cache answers in microseconds, less than handing the read to another
+//! thread and back would cost; a cold, slow disk stalls that worker's
+//! other connections meanwhile. Bodies of 4 KiB and more go to the socket
+//! by `sendfile(2)` on cleartext HTTP/1.1, so a large file is never copied
+//! through user space nor held in memory; smaller ones, and every body
+//! where middleware or the transport must see the bytes, are read into the
+//! connection's output buffer after the head. A `HEAD` reads nothing.
+//!
+//! What a path resolves to (an open, checked descriptor, or nothing there)
+//! is kept per worker thread for one second, as nginx's `open_file_cache`
+//! does: a request then costs one `fstat` instead of `open`, the root check
+//! and `close`. Each request still `fstat`s the descriptor, so a file
+//! edited in place is served with its new bytes, length and validators at
+//! once; a file replaced by a rename, deleted or newly created is seen
+//! within a second. On HttpArena's static profile this cache and
+//! `sendfile` together took the server from 48k to 87k requests per
+//! CPU-second (nginx, measured beside it: 93k).
 //!
 //! [`ServeDir::in_memory`] loads the tree once instead, siblings included,
-//! and answers without touching the disk (changes are not seen).
-//!
-//! In both modes a response body is held whole in memory while it is
-//! written (the server has no streaming response bodies; the buffer is
-//! released afterwards): this suits web assets, not multi-gigabyte
-//! downloads.
+//! and answers without touching the disk (changes are not seen); its
+//! bodies are copied into the output buffer.
 //!
 //! # Where the code is
 //! `path` (request path to a safe relative path), `negotiate`
@@ -112,6 +120,8 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -126,11 +136,15 @@ mod disk;
 mod memory;
 mod mime;
 mod negotiate;
+mod open_files;
 mod path;
 mod range;
 mod respond;
 
 use negotiate::Coding;
+
+/// Numbers every [`ServeDir`] built, for the open-file cache's keys.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Serves the files under a directory; see the [module docs](self).
 ///
@@ -143,6 +157,9 @@ pub struct ServeDir {
 
 #[derive(Clone)]
 struct Inner {
+    /// Tells this directory's entries apart in the per-worker open-file
+    /// cache (`open_files`).
+    id: u64,
     root: PathBuf,
     settings: Settings,
     snapshot: Option<memory::Snapshot>,
@@ -177,6 +194,7 @@ impl ServeDir {
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         ServeDir {
             inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 root,
                 settings: Settings { cache_control: None, precompressed: true },
                 snapshot: None,
@@ -241,7 +259,7 @@ impl ServeDir {
         let preference = negotiate::negotiate(req.header("accept-encoding"), settings.precompressed);
         let found = match &self.inner.snapshot {
             Some(snapshot) => snapshot.select(&rel, preference.codings()),
-            None => match disk::select(&self.inner.root, &rel, preference.codings()) {
+            None => match disk::select(self.inner.id, &self.inner.root, &rel, preference.codings()) {
                 Ok(found) => found,
                 Err(e) => {
                     tracing::error!(error = %e, path = %rel, "opening a static file failed");
@@ -306,6 +324,6 @@ impl Variant<'static> {
 
 /// Where a variant's bytes are.
 pub(crate) enum Source<'a> {
-    File(File),
+    File(Rc<File>),
     Memory(&'a [u8]),
 }

@@ -17,7 +17,7 @@
 //!   is read.
 
 /// A content coding a file can be served with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Coding {
     Br = 0,
     Zstd = 1,

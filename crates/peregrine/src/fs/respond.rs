@@ -7,16 +7,20 @@
 //! `Range` (only for `GET`: RFC 9110 defines ranges for no other method, so
 //! `HEAD` answers as the `GET` without `Range` would).
 //!
-//! A file on disk is read straight into the output buffer, after the head
-//! (one `read` for a whole file, a `seek` and one `read` for a range): one
-//! copy from the page cache, none through an intermediate buffer. The
-//! whole body is in memory at once, so a response costs its size in memory
-//! until it is written (the buffer is released afterwards); there is no
-//! streaming of large files. A `HEAD` reads nothing. If the file turns out
-//! shorter than its metadata said (it changed while being read), the
-//! partial response is dropped and a `500` is sent.
+//! A body from disk of 4 KiB or more is handed to the connection as a file
+//! range ([`FileRange`]): on cleartext HTTP/1.1 it goes from the page cache
+//! to the socket by `sendfile(2)`, never through user space and never held
+//! in memory, whatever its size. Where the connection cannot (middleware
+//! that sees the whole response, other transports) and for smaller bodies,
+//! the range is read straight into the output buffer after the head with
+//! positioned reads (the descriptor may be shared through the open-file
+//! cache). A `HEAD` reads nothing. If the file turns out shorter than its
+//! metadata said (it changed while being read), a body read into memory is
+//! dropped for a `500`; one sent by `sendfile` ends the connection early,
+//! so the client sees a cut body rather than a misframed one.
 
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
+use std::os::unix::fs::FileExt;
 
 use super::conditional;
 use super::range::{self, RangeAnswer};
@@ -24,7 +28,20 @@ use super::{Settings, Source, Variant};
 use crate::error::Error;
 use crate::http::{Method, StatusCode};
 use crate::request::Request;
-use crate::response::{IntoResponse, ResponseWriter, TEXT_UTF8};
+use crate::response::{FileRange, IntoResponse, ResponseWriter, TEXT_UTF8};
+
+/// Bodies from this size up are handed to the connection as a file range
+/// (`sendfile(2)` on cleartext HTTP/1.1); smaller ones are read into the
+/// output buffer, where they go out in one write with the head and with
+/// other pipelined responses.
+///
+/// Measured on HttpArena's static profile (2.4 to 300 KB bodies, one
+/// worker, 1,024 connections; requests per server CPU-second, two
+/// alternating rounds): 86.9k/86.9k with every body sent by `sendfile`,
+/// 86.5k/86.2k from 4 KiB up, 82.9k/80.7k from 16 KiB up, 66.6k/58.1k from
+/// 64 KiB up. Keeping the smallest bodies in the buffer costs nothing
+/// measurable and lets pipelined responses still leave in one write.
+const SENDFILE_MIN: usize = 4 * 1024;
 
 /// Writes the answer to `req` with `variant`.
 pub(crate) fn respond(
@@ -103,34 +120,65 @@ pub(crate) fn respond(
             let start = start as usize;
             w.write(status, content_type, headers, &bytes[start..start + len]);
         }
-        Source::File(file) => {
-            let head = req.method() == Method::Head;
-            let written = w.write_with(status, content_type, headers, len, |out| {
-                if head {
-                    // Only the length counts; the writer drops the body.
-                    out.resize(out.len() + len, 0);
-                    Ok(())
-                } else {
-                    read_into(file, start, len, out)
-                }
-            });
-            if let Err(e) = written {
-                tracing::error!(error = %e, "reading a static file failed");
-                Error::internal("reading the file failed").write_to(w);
+        Source::File(file) if len >= SENDFILE_MIN => {
+            let range = FileRange { file: std::rc::Rc::clone(file), offset: start, len: len as u64 };
+            if let Err(range) = w.write_file(status, content_type, headers.clone(), range) {
+                read_whole(req, w, status, content_type, headers, &range.file, start, len);
             }
         }
+        Source::File(file) => read_whole(req, w, status, content_type, headers, file, start, len),
     }
 }
 
-/// Appends `len` bytes of `file` from `start` to `out`.
-fn read_into(mut file: &std::fs::File, start: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-    out.reserve(len);
-    if start > 0 {
-        file.seek(SeekFrom::Start(start))?;
+/// Writes the response with `len` bytes of `file` from `start`, read into
+/// the output buffer.
+#[allow(clippy::too_many_arguments)]
+fn read_whole<'h>(
+    req: &Request<'_>,
+    w: &mut ResponseWriter<'_>,
+    status: StatusCode,
+    content_type: &str,
+    headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+    file: &std::fs::File,
+    start: u64,
+    len: usize,
+) {
+    let head = req.method() == Method::Head;
+    let written = w.write_with(status, content_type, headers, len, |out| {
+        if head {
+            // Only the length counts; the writer drops the body.
+            out.resize(out.len() + len, 0);
+            Ok(())
+        } else {
+            read_into(file, start, len, out)
+        }
+    });
+    if let Err(e) = written {
+        tracing::error!(error = %e, "reading a static file failed");
+        Error::internal("reading the file failed").write_to(w);
     }
-    let read = file.take(len as u64).read_to_end(out)?;
-    if read != len {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read"));
+}
+
+/// Appends `len` bytes of `file` from `start` to `out`, with positioned
+/// reads: the descriptor may be shared through the open-file cache, so its
+/// own offset means nothing.
+fn read_into(file: &std::fs::File, start: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    let at = out.len();
+    out.resize(at + len, 0);
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut out[at + done..], start + done as u64) {
+            Ok(0) => {
+                out.truncate(at);
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read"));
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                out.truncate(at);
+                return Err(e);
+            }
+        }
     }
     Ok(())
 }

@@ -15,11 +15,13 @@ use crate::error::Error;
 use crate::http::StatusCode;
 
 pub(crate) mod canned;
+mod file;
 pub(crate) mod headers;
 mod owned;
 mod stream;
 mod writer;
 
+pub(crate) use file::FileRange;
 pub(crate) use stream::{BodyStream, ChunkStream};
 pub use stream::{BoxError, Event, Sse};
 

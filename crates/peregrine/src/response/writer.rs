@@ -23,7 +23,7 @@ use super::canned::{Canned, INVALID_RESPONSE_HEADER};
 use super::owned::OwnedEncoder;
 use super::TEXT_UTF8;
 use crate::http::StatusCode;
-use crate::proto::h1::encode::{Encoder as Http1Encoder, WriteError};
+use crate::proto::h1::encode::{Encoder as Http1Encoder, FileRefused, WriteError};
 
 /// Writes one response into the connection's output.
 ///
@@ -107,6 +107,30 @@ impl<'a> ResponseWriter<'a> {
         };
         if !valid {
             self.refuse_invalid_header();
+        }
+    }
+
+    /// Writes a response whose body is `file`, for the connection to send
+    /// from the file without copying it through user space. A writer that
+    /// cannot gives the range back, and the caller reads it into memory.
+    pub(crate) fn write_file<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        file: super::FileRange,
+    ) -> Result<(), super::FileRange> {
+        let refused = match &mut self.encoding {
+            Encoding::Http1(e) => e.write_file(status, content_type, headers, file),
+            Encoding::Owned(_) => Err(FileRefused::Unsupported(file)),
+        };
+        match refused {
+            Ok(()) => Ok(()),
+            Err(FileRefused::Unsupported(file)) => Err(file),
+            Err(FileRefused::InvalidHeader) => {
+                self.refuse_invalid_header();
+                Ok(())
+            }
         }
     }
 

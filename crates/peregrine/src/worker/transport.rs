@@ -21,6 +21,19 @@ pub(crate) enum Io {
     Memory(tokio::io::DuplexStream),
 }
 
+impl Io {
+    /// The TCP socket, when the bytes go to it as they are (no framing or
+    /// encryption in between): what `sendfile(2)` can write to.
+    #[inline]
+    pub(crate) fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Io::Tcp(s) => Some(s),
+            #[cfg(feature = "fuzzing")]
+            Io::Memory(_) => None,
+        }
+    }
+}
+
 impl AsyncRead for Io {
     #[inline]
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {

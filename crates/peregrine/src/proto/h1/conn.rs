@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyDecoder, BodyError};
-use super::encode::{ConnectionHeader, Encoder, PendingStream};
+use super::encode::{ConnectionHeader, Encoder, PendingBody, PendingStream};
 use super::lend::{BodyProgress, LentBody};
 use super::parse::{header_slots, parse_head, Framing, Head, HeadLimits};
 use crate::body::Body;
@@ -28,13 +28,16 @@ use crate::http::{Method, Version};
 use crate::pipeline::{self, BodyUse, Dispatched};
 use crate::request::{Params, Request};
 use crate::response::canned::{self, Canned};
-use crate::response::{IntoResponse, Response, ResponseWriter};
+use crate::response::{FileRange, IntoResponse, Response, ResponseWriter};
 use crate::router::{Lookup, Router};
 use crate::worker::readbuf::ReadBuf;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::transport::Io;
 use crate::worker::{Registration, Worker};
 
+/// The most of a file body read into memory at once where `sendfile(2)`
+/// cannot be used, and sent by one `sendfile` call where it can.
+const FILE_PIECE: usize = 256 * 1024;
 /// Smallest read we ask the kernel for.
 const MIN_READ: usize = 4096;
 /// Pending output beyond which we write before parsing more requests, so a
@@ -120,9 +123,9 @@ struct Conn<S: 'static> {
     head_deadline: Option<u64>,
     /// `100 Continue` already sent for the current request.
     continue_sent: bool,
-    /// A streamed response body whose head is queued: sent before the
-    /// next request is read.
-    pending: Option<PendingStream>,
+    /// A streamed or file response body whose head is queued: sent before
+    /// the next request is read.
+    pending: Option<PendingBody>,
 }
 
 /// Serves one accepted connection until it closes.
@@ -149,7 +152,7 @@ pub(crate) async fn serve<S: 'static>(
         pending: None,
     };
     loop {
-        if conn.pending.is_some() && !conn.send_stream(&mut stream).await {
+        if conn.pending.is_some() && !conn.send_pending(&mut stream).await {
             return conn.close(stream).await;
         }
         match conn.step() {
@@ -529,12 +532,62 @@ impl<S: 'static> Conn<S> {
         self.pending.is_some() || !closes
     }
 
-    /// Sends the pending streamed body: its head is queued already; each
-    /// chunk is written as the stream yields it, after the client took the
-    /// one before. Returns whether the connection goes on.
-    async fn send_stream(&mut self, stream: &mut Io) -> bool {
+    /// Sends the pending body, whose head is queued already. Returns
+    /// whether the connection goes on.
+    async fn send_pending(&mut self, stream: &mut Io) -> bool {
+        match self.pending.take() {
+            None => true,
+            Some(PendingBody::Stream(body)) => self.send_stream(stream, body).await,
+            Some(PendingBody::File(file)) => {
+                self.send_file(stream, file).await && !self.worker.shutting_down()
+            }
+        }
+    }
+
+    /// Sends a file range after its queued head: with `sendfile(2)` over
+    /// TCP (the head held back with `MSG_MORE`, so it leaves in the same
+    /// segment as the file's first bytes), else read into the output
+    /// buffer in pieces. If the file turns out shorter than its head said,
+    /// the connection closes: the client sees a cut body, not a desync.
+    async fn send_file(&mut self, stream: &mut Io, range: FileRange) -> bool {
+        let io_timeout = self.worker.config.io_timeout;
+        if let Some(tcp) = stream.tcp() {
+            self.timer.arm(Wait::Io, self.worker.deadline_after(io_timeout));
+            let sent = send_file_tcp(tcp, &self.out, &range, || {
+                self.timer.arm(Wait::Io, self.worker.deadline_after(io_timeout));
+            })
+            .await;
+            self.out.clear();
+            return sent;
+        }
+        let mut offset = range.offset;
+        let end = range.offset + range.len;
+        while offset < end {
+            let piece = (end - offset).min(FILE_PIECE as u64) as usize;
+            let at = self.out.len();
+            self.out.resize(at + piece, 0);
+            match read_full_at(&range.file, &mut self.out[at..], offset) {
+                Ok(()) => offset += piece as u64,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading a file response body failed");
+                    self.out.truncate(at);
+                    let _ = self.flush(stream).await;
+                    return false;
+                }
+            }
+            if self.flush(stream).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends a streamed body: each chunk is written as the stream yields
+    /// it, after the client took the one before. Returns whether the
+    /// connection goes on.
+    async fn send_stream(&mut self, stream: &mut Io, body: PendingStream) -> bool {
         use futures_util::StreamExt;
-        let Some(PendingStream { body, chunked }) = self.pending.take() else { return true };
+        let PendingStream { body, chunked } = body;
         let mut chunks = body.0;
         if self.flush(stream).await.is_err() {
             return false;
@@ -626,4 +679,58 @@ impl<S: 'static> Conn<S> {
             }
         }
     }
+}
+
+/// Writes `head` and then the file range to `tcp`; `progress` runs after
+/// every write that moved bytes (to push the connection's I/O deadline
+/// forward). Returns whether everything was sent.
+async fn send_file_tcp(
+    tcp: &tokio::net::TcpStream,
+    head: &[u8],
+    range: &FileRange,
+    progress: impl Fn(),
+) -> bool {
+    use std::os::fd::AsRawFd;
+    use tokio::io::Interest;
+    let socket = tcp.as_raw_fd();
+    let mut head = head;
+    while !head.is_empty() {
+        match tcp.try_io(Interest::WRITABLE, || crate::sys::send_more(socket, head)) {
+            Ok(n) => {
+                head = &head[n..];
+                progress();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if tcp.writable().await.is_err() {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    let file = range.file.as_raw_fd();
+    let mut offset = range.offset;
+    let end = range.offset + range.len;
+    while offset < end {
+        let count = (end - offset).min(FILE_PIECE as u64) as usize;
+        match tcp.try_io(Interest::WRITABLE, || crate::sys::sendfile(socket, file, &mut offset, count)) {
+            // The file shrank under us: the head promised more.
+            Ok(0) => return false,
+            Ok(_) => progress(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if tcp.writable().await.is_err() {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Fills `buf` from `file` at `offset`; a file shorter than that is an
+/// `UnexpectedEof` error.
+fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
 }

@@ -16,7 +16,7 @@
 use crate::http::date::DateBlock;
 use crate::http::StatusCode;
 use crate::response::headers::is_valid_header;
-use crate::response::BodyStream;
+use crate::response::{BodyStream, FileRange};
 
 /// What the `Connection` header of a response must say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,9 +50,26 @@ pub(crate) struct Encoder<'a> {
     date: &'a DateBlock,
     connection: ConnectionHeader,
     head_only: bool,
-    /// Where a streamed body goes for the driver to send, if this writer
-    /// can stream.
-    streams: Option<&'a mut Option<PendingStream>>,
+    /// Where a streamed or file body goes for the driver to send, if this
+    /// writer can stream.
+    streams: Option<&'a mut Option<PendingBody>>,
+}
+
+/// A body the driver sends after the head queued in the output buffer.
+#[derive(Debug)]
+pub(crate) enum PendingBody {
+    Stream(PendingStream),
+    /// Sent with `sendfile(2)` where the transport allows.
+    File(FileRange),
+}
+
+/// Why [`Encoder::write_file`] wrote nothing.
+#[derive(Debug)]
+pub(crate) enum FileRefused {
+    InvalidHeader,
+    /// This writer cannot hand bodies to its driver: the file comes back
+    /// for the caller to read into memory.
+    Unsupported(FileRange),
 }
 
 /// A streamed body whose head is written: the driver sends its chunks.
@@ -98,7 +115,7 @@ impl<'a> Encoder<'a> {
     }
 
     /// Lets this encoder hand streamed bodies to `slot`.
-    pub(crate) fn streaming_into(mut self, slot: &'a mut Option<PendingStream>) -> Encoder<'a> {
+    pub(crate) fn streaming_into(mut self, slot: &'a mut Option<PendingBody>) -> Encoder<'a> {
         self.streams = Some(slot);
         self
     }
@@ -128,7 +145,7 @@ impl<'a> Encoder<'a> {
         }
         let head_only = self.head_only;
         if !head_only {
-            *slot = Some(PendingStream { body: stream, chunked });
+            *slot = Some(PendingBody::Stream(PendingStream { body: stream, chunked }));
         }
         let start = self.out.len();
         if let Err(e) = self.start(status, content_type, headers, false, false) {
@@ -142,6 +159,32 @@ impl<'a> Encoder<'a> {
             self.out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
         }
         self.finish_head(false);
+        Ok(())
+    }
+
+    /// Writes the head of a response whose body is `file` (its whole range,
+    /// with that `Content-Length`) and leaves the range for the driver to
+    /// send. A `HEAD` request gets the head only.
+    pub(crate) fn write_file<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        file: FileRange,
+    ) -> Result<(), FileRefused> {
+        if self.streams.is_none() || status.forbids_body() {
+            return Err(FileRefused::Unsupported(file));
+        }
+        self.start(status, content_type, headers, false, true)
+            .map_err(|InvalidHeader| FileRefused::InvalidHeader)?;
+        let mut digits = itoa::Buffer::new();
+        self.out.extend_from_slice(digits.format(file.len).as_bytes());
+        self.finish_head(true);
+        if !self.head_only {
+            if let Some(slot) = self.streams.as_deref_mut() {
+                *slot = Some(PendingBody::File(file));
+            }
+        }
         Ok(())
     }
 
