@@ -41,7 +41,7 @@ use std::rc::Rc;
 
 use super::negotiate::Coding;
 use super::open_files::{self, Lookup};
-use super::{Selected, Source, Variant};
+use super::{Selected, Source, Text, Variant};
 
 /// Finds the variant of `rel` (already sanitized) to send: the first of
 /// `codings` that exists under `root`. `dir` numbers the `ServeDir` for the
@@ -60,12 +60,22 @@ pub(crate) fn select(dir: u64, root: &Path, rel: &str, codings: &[Coding]) -> io
     };
     for &coding in codings {
         match open(coding)? {
-            Lookup::File(file) => {
+            Lookup::File(open_file) => {
                 if coding != Coding::Identity && matches!(open(Coding::Identity)?, Lookup::Absent) {
                     return Ok(Selected::NotFound);
                 }
-                let meta = file.metadata()?;
-                return Ok(Selected::Variant(variant(file, &meta, coding)));
+                let meta = open_file.file.metadata()?;
+                let mtime = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+                let validators = open_file.validators(meta.len(), mtime, coding);
+                return Ok(Selected::Variant(Variant {
+                    coding,
+                    len: meta.len(),
+                    mtime,
+                    content_type: Text::Shared(Rc::clone(&open_file.content_type)),
+                    etag: Text::Shared(validators.etag),
+                    last_modified: Text::Shared(validators.last_modified),
+                    source: Source::File(Rc::clone(&open_file.file)),
+                }));
             }
             Lookup::Absent if coding == Coding::Identity => return Ok(Selected::NotFound),
             Lookup::Absent => {}
@@ -75,11 +85,6 @@ pub(crate) fn select(dir: u64, root: &Path, rel: &str, codings: &[Coding]) -> io
         Lookup::File(_) => Selected::NotAcceptable,
         Lookup::Absent => Selected::NotFound,
     })
-}
-
-fn variant(file: Rc<File>, meta: &Metadata, coding: Coding) -> Variant<'static> {
-    let mtime = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
-    Variant::new(coding, meta.len(), mtime, Source::File(file))
 }
 
 /// Opens `path` if it resolves to a regular file under `root`. Errors that

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::negotiate::Coding;
-use super::{conditional, disk, Selected, Source, Variant};
+use super::{conditional, disk, mime, Selected, Source, Text, Variant};
 
 /// Every file under a root, by its relative path (`/`-separated).
 #[derive(Clone, Debug, Default)]
@@ -31,6 +31,8 @@ pub(crate) struct Snapshot {
 /// A file and its precompressed siblings, indexed by `Coding as usize`.
 #[derive(Clone, Debug, Default)]
 struct Entry {
+    /// From the file's own name: its siblings are served with it.
+    content_type: Box<str>,
     variants: [Option<Loaded>; 4],
 }
 
@@ -50,6 +52,7 @@ impl Snapshot {
         let mut files: HashMap<Box<str>, Entry> = HashMap::with_capacity(plain.len());
         for (name, (bytes, mtime)) in &plain {
             let entry = files.entry(name.clone()).or_default();
+            entry.content_type = mime::content_type(name).into();
             entry.variants[Coding::Identity as usize] = Some(Loaded::new(bytes, *mtime, Coding::Identity));
         }
         for (name, (bytes, mtime)) in &plain {
@@ -77,8 +80,9 @@ impl Snapshot {
                     coding,
                     len: loaded.bytes.len() as u64,
                     mtime: loaded.mtime,
-                    etag: loaded.etag.as_ref().into(),
-                    last_modified: loaded.last_modified.as_ref().into(),
+                    content_type: Text::Borrowed(&entry.content_type),
+                    etag: Text::Borrowed(&loaded.etag),
+                    last_modified: Text::Borrowed(&loaded.last_modified),
                     source: Source::Memory(&loaded.bytes),
                 });
             }

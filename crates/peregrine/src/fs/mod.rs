@@ -115,7 +115,6 @@
 //! (validators, `304`, `If-Range`), `range` (`Range`), `mime` (content
 //! types), `respond` (status, headers, body).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -268,9 +267,7 @@ impl ServeDir {
             },
         };
         match found {
-            Selected::Variant(variant) => {
-                respond::respond(req, w, settings, &mime::content_type(&rel), variant);
-            }
+            Selected::Variant(variant) => respond::respond(req, w, settings, variant),
             Selected::NotFound => w.canned(NOT_FOUND),
             Selected::NotAcceptable => respond::not_acceptable(w, settings),
         }
@@ -303,21 +300,26 @@ pub(crate) struct Variant<'a> {
     pub(crate) coding: Coding,
     pub(crate) len: u64,
     pub(crate) mtime: SystemTime,
-    pub(crate) etag: Cow<'a, str>,
-    pub(crate) last_modified: Cow<'a, str>,
+    pub(crate) content_type: Text<'a>,
+    pub(crate) etag: Text<'a>,
+    pub(crate) last_modified: Text<'a>,
     pub(crate) source: Source<'a>,
 }
 
-impl Variant<'static> {
-    /// A variant read from disk; its validators are computed now.
-    pub(crate) fn new(coding: Coding, len: u64, mtime: SystemTime, source: Source<'static>) -> Self {
-        Variant {
-            coding,
-            len,
-            mtime,
-            etag: conditional::etag(len, mtime, coding).into(),
-            last_modified: conditional::last_modified(mtime).into(),
-            source,
+/// A validator's text: borrowed from the in-memory snapshot, or shared
+/// with the open-file cache's entry.
+pub(crate) enum Text<'a> {
+    Borrowed(&'a str),
+    Shared(Rc<str>),
+}
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            Text::Borrowed(s) => s,
+            Text::Shared(s) => s,
         }
     }
 }

@@ -16,6 +16,8 @@
 //!   twice the first entry counts. Only the first `Accept-Encoding` header
 //!   is read.
 
+use std::cell::RefCell;
+
 /// A content coding a file can be served with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Coding {
@@ -68,6 +70,38 @@ impl Preference {
 /// Reads `Accept-Encoding` (the first header's value, if any). With
 /// `precompressed` false only identity is considered.
 pub(crate) fn negotiate(header: Option<&[u8]>, precompressed: bool) -> Preference {
+    // Clients send the same `Accept-Encoding` on every request, so the
+    // last answer is kept per thread: comparing ~20 bytes replaces parsing
+    // them (700 of a static request's 10,000 instructions, callgrind).
+    thread_local! {
+        static LAST: RefCell<Option<(Vec<u8>, bool, Preference)>> = const { RefCell::new(None) };
+    }
+    let Some(value) = header.filter(|v| v.len() <= MEMO_MAX) else { return parse(header, precompressed) };
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((seen, flag, preference)) = &*last {
+            if *flag == precompressed && seen.as_slice() == value {
+                return *preference;
+            }
+        }
+        let preference = parse(header, precompressed);
+        match &mut *last {
+            Some((seen, flag, kept)) => {
+                seen.clear();
+                seen.extend_from_slice(value);
+                *flag = precompressed;
+                *kept = preference;
+            }
+            None => *last = Some((value.to_vec(), precompressed, preference)),
+        }
+        preference
+    })
+}
+
+/// Longest `Accept-Encoding` value [`negotiate`] remembers.
+const MEMO_MAX: usize = 128;
+
+fn parse(header: Option<&[u8]>, precompressed: bool) -> Preference {
     // Quality in thousandths per coding (indexed by `Coding as usize`),
     // `None` when not listed.
     let mut listed: [Option<u16>; 4] = [None; 4];

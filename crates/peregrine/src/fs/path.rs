@@ -15,11 +15,17 @@
 //! What is left is a sequence of plain names joined by `/`, which
 //! `Path::join` can only append under the root.
 
+use std::borrow::Cow;
+
 /// The decoded, checked relative path of `raw`, or `None` when `raw`
 /// cannot name a file under the root.
-pub(crate) fn sanitize(raw: &str) -> Option<String> {
-    let decoded = decode(raw)?;
-    let path = String::from_utf8(decoded).ok()?;
+pub(crate) fn sanitize(raw: &str) -> Option<Cow<'_, str>> {
+    let path = if raw.as_bytes().contains(&b'%') {
+        Cow::Owned(String::from_utf8(decode(raw)?).ok()?)
+    } else {
+        // Nothing escaped: the common case borrows (no allocation).
+        Cow::Borrowed(raw)
+    };
     if path.is_empty() || path.bytes().any(|b| b == b'\\' || b == 0) {
         return None;
     }
@@ -29,7 +35,6 @@ pub(crate) fn sanitize(raw: &str) -> Option<String> {
     Some(path)
 }
 
-/// Percent-decodes `raw` into bytes; `None` on an invalid escape.
 fn decode(raw: &str) -> Option<Vec<u8>> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -48,9 +48,9 @@ pub(crate) fn respond(
     req: &Request<'_>,
     w: &mut ResponseWriter<'_>,
     settings: &Settings,
-    content_type: &str,
     variant: Variant<'_>,
 ) {
+    let content_type: &str = &variant.content_type;
     let not_modified = match req.header("if-none-match") {
         Some(tags) => conditional::none_match(tags, &variant.etag),
         None => req
