@@ -55,6 +55,7 @@ pub mod fs;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod grpc;
 pub mod handler;
 mod http;
 pub mod middleware;
