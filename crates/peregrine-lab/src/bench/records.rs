@@ -29,6 +29,10 @@ pub struct Measurement {
     /// own load generator only.
     #[serde(default)]
     pub bytes_per_response: Option<f64>,
+    /// CPU time of the PostgreSQL cluster (all its processes) during the
+    /// measured run, for the profiles that use the database.
+    #[serde(default)]
+    pub db_cpu_seconds: Option<f64>,
 }
 
 impl Measurement {
@@ -41,7 +45,21 @@ impl Measurement {
             peak_rss_kib: rss,
             client_cpu_seconds: None,
             bytes_per_response: None,
+            db_cpu_seconds: None,
         }
+    }
+
+    /// The database's share of the CPU time the server and the database
+    /// used together.
+    pub fn db_cpu_share(&self) -> Option<f64> {
+        let db = self.db_cpu_seconds?;
+        let total = db + self.cpu_seconds;
+        (total > 0.0).then(|| db / total)
+    }
+
+    /// Requests per CPU-second of the server and the database together.
+    pub fn requests_per_server_and_db_cpu_second(&self) -> Option<f64> {
+        per_cpu_second(self.wrk.total_requests, self.cpu_seconds + self.db_cpu_seconds?)
     }
 }
 
@@ -103,6 +121,15 @@ pub struct Summary {
     /// Median over clean runs of response bytes per answer.
     #[serde(default)]
     pub bytes_per_response: Option<f64>,
+    /// Medians over clean runs of the database's CPU seconds, its share of
+    /// the server's and its CPU time together, and requests per CPU-second
+    /// of both (profiles that use the database, when it runs here).
+    #[serde(default)]
+    pub db_cpu_seconds: Option<f64>,
+    #[serde(default)]
+    pub db_cpu_share: Option<f64>,
+    #[serde(default)]
+    pub requests_per_server_and_db_cpu_second: Option<f64>,
     /// Error responses plus socket errors, summed over all runs.
     pub errors: u64,
     /// Runs that produced no measurement at all.
@@ -132,6 +159,9 @@ impl Summary {
             peak_rss_kib: None,
             requests_per_client_cpu_second: None,
             bytes_per_response: None,
+            db_cpu_seconds: None,
+            db_cpu_share: None,
+            requests_per_server_and_db_cpu_second: None,
             errors: 0,
             failed_runs: 0,
             ratio_requests_per_sec: None,
@@ -162,6 +192,11 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
             per_cpu_second(m.wrk.total_requests, m.client_cpu_seconds?)
         })),
         bytes_per_response: median(&collect(&|m| m.bytes_per_response)),
+        db_cpu_seconds: median(&collect(&|m| m.db_cpu_seconds)),
+        db_cpu_share: median(&collect(&|m| m.db_cpu_share())),
+        requests_per_server_and_db_cpu_second: median(&collect(&|m| {
+            m.requests_per_server_and_db_cpu_second()
+        })),
         errors: runs.iter().filter_map(|r| r.measurement.as_ref()).map(|m| m.wrk.error_count()).sum(),
         failed_runs: runs.iter().filter(|r| r.measurement.is_none()).count(),
         ratio_requests_per_sec: None,
@@ -229,6 +264,20 @@ mod tests {
         let m = run("a", 1, 1.0, 300, 150, 0).measurement.expect("measured");
         assert_eq!(m.cpu_seconds, 1.5);
         assert_eq!(m.requests_per_cpu_second, Some(200.0));
+    }
+
+    #[test]
+    fn database_share_of_cpu() {
+        let mut m = run("a", 1, 1.0, 300, 100, 0).measurement.expect("measured");
+        assert_eq!((m.db_cpu_share(), m.requests_per_server_and_db_cpu_second()), (None, None));
+        m.db_cpu_seconds = Some(3.0);
+        // 1 s of server CPU, 3 s of database CPU: 75 %, 300 / 4 s.
+        assert_eq!(m.db_cpu_share(), Some(0.75));
+        assert_eq!(m.requests_per_server_and_db_cpu_second(), Some(75.0));
+        let record = RunRecord { measurement: Some(m), ..run("a", 1, 1.0, 300, 100, 0) };
+        let s = summarize("plaintext", LEVEL, "a", &[&record]);
+        assert_eq!((s.db_cpu_seconds, s.db_cpu_share), (Some(3.0), Some(0.75)));
+        assert_eq!(s.requests_per_server_and_db_cpu_second, Some(75.0));
     }
 
     #[test]
