@@ -75,9 +75,10 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// Completed with no error responses and no socket errors.
+    /// Completed with answers, no error responses and no socket errors.
     pub fn is_clean(&self) -> bool {
-        self.failure.is_none() && self.measurement.as_ref().is_some_and(|m| m.wrk.error_count() == 0)
+        self.failure.is_none()
+            && self.measurement.as_ref().is_some_and(|m| m.wrk.error_count() == 0 && m.wrk.total_requests > 0)
     }
 
     /// A one-line description of what went wrong, if anything did.
@@ -86,6 +87,9 @@ impl RunRecord {
             return Some(format!("failed: {}", first_line(failure)));
         }
         let wrk = &self.measurement.as_ref()?.wrk;
+        if wrk.total_requests == 0 && wrk.error_count() == 0 {
+            return Some("no answer in the measured window".into());
+        }
         let s = &wrk.socket_errors;
         (wrk.error_count() > 0).then(|| {
             format!(
@@ -300,6 +304,9 @@ mod tests {
         assert_eq!((rps.median, rps.min, rps.max), (200.0, 100.0, 300.0));
         assert_eq!(s.peak_rss_kib, Some(1003));
         assert_eq!(runs[3].problem().as_deref(), Some("failed: server exited"));
+        let silent = run("a", 5, 0.0, 0, 100, 0);
+        assert!(!silent.is_clean(), "a run without answers measured nothing");
+        assert_eq!(silent.problem().as_deref(), Some("no answer in the measured window"));
         assert!(runs[2].problem().is_some_and(|p| p.starts_with("7 non-2xx")));
     }
 
