@@ -329,6 +329,7 @@ paths = { json = "/json" }
         let servers = parse(text).expect("lab/servers.toml is valid");
         let find = |n: &str| servers.iter().find(|s| s.name == n).expect(n);
         assert_eq!(find("peregrine").arena.len(), 7);
+        assert_eq!(find("actix").arena, find("peregrine").arena, "actix serves every HttpArena endpoint");
         assert_eq!(find("nginx").arena.keys().collect::<Vec<_>>(), ["static"]);
         assert!(find("nginx").paths.is_empty());
     }

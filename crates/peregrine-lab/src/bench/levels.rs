@@ -179,13 +179,14 @@ pub fn arena_profile(test: &str) -> Option<&'static Profile> {
 }
 
 /// The levels of an HttpArena profile: HttpArena's connection counts capped
-/// at 1,024 ([`Profile::connections`]), the first of them with `--quick`,
-/// or `--connections N`; the profile's own pipeline depth.
-pub fn arena_plan(profile: &Profile, opts: &LevelOptions) -> TestLevels {
+/// at `max_connections`, what the open-files limit allows
+/// ([`Profile::connections`]), the first of them with `--quick`, or
+/// `--connections N`; the profile's own pipeline depth.
+pub fn arena_plan(profile: &Profile, opts: &LevelOptions, max_connections: u32) -> TestLevels {
     let connections = match (opts.connections, opts.quick) {
         (Some(n), _) => vec![n],
-        (None, true) => profile.connections()[..1].to_vec(),
-        (None, false) => profile.connections(),
+        (None, true) => profile.connections(max_connections)[..1].to_vec(),
+        (None, false) => profile.connections(max_connections),
     };
     TestLevels {
         test: format!("{ARENA_PREFIX}{}", profile.name),
@@ -266,14 +267,16 @@ mod tests {
     #[test]
     fn arena_profiles_run_at_capped_connection_counts() {
         let pipelined = arena::find("pipelined").unwrap();
-        let t = arena_plan(pipelined, &opts());
+        let uncapped = arena_plan(pipelined, &opts(), 20_000);
+        assert_eq!(values(&uncapped), [512, 4096]);
+        let t = arena_plan(pipelined, &opts(), 1024);
         assert_eq!(t.test, "arena-pipelined");
         assert_eq!(t.levels, [512, 1024].map(|c| Level { connections: c, count: None, pipeline: 16 }));
         assert_eq!(t.label(&t.levels[0]), "512 conns ×16");
         let quick = LevelOptions { quick: true, ..opts() };
-        assert_eq!(values(&arena_plan(arena::find("upload").unwrap(), &quick)), [32]);
+        assert_eq!(values(&arena_plan(arena::find("upload").unwrap(), &quick, 1024)), [32]);
         let fixed = LevelOptions { connections: Some(64), ..opts() };
-        assert_eq!(values(&arena_plan(arena::find("static").unwrap(), &fixed)), [64]);
+        assert_eq!(values(&arena_plan(arena::find("static").unwrap(), &fixed, 1024)), [64]);
         assert_eq!(arena_profile("arena-json").map(|p| p.name), Some("json"));
         assert!(arena_profile("json").is_none() && arena_profile("arena-nope").is_none());
     }

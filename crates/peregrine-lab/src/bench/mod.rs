@@ -22,6 +22,12 @@
 //! open-files limit and the statistics come from [`crate::rig`], shared with
 //! `stress` and `verify`.
 //!
+//! HttpArena profiles run at HttpArena's connection counts as far as the
+//! open-files limit allows (a note says when one is scaled down). For the
+//! profiles that use the database, the CPU time of the PostgreSQL cluster
+//! at `DATABASE_URL` ([`crate::rig::dbcpu`]) is read around each measured
+//! run too, when it runs on this machine.
+//!
 //! `--report-from FILE` skips running: it reads a results file back and
 //! writes its report and charts again.
 
@@ -35,6 +41,7 @@ mod records;
 mod report;
 
 use crate::rig::arena::{self, Profile};
+use crate::rig::dbcpu::Postmaster;
 use crate::rig::load::{self as rig_load, LoadReport};
 use crate::rig::server::{self, RunningServer};
 use crate::rig::wrk::{SocketErrors, WrkReport};
@@ -68,10 +75,12 @@ pub struct BenchArgs {
     /// HttpArena HTTP/1.1 profiles to run under the lab's own load
     /// generator (comma-separated, or `all`): baseline, pipelined,
     /// limited-conn, json, json-comp, upload, static, async-db, crud, api-4.
-    /// Each runs at HttpArena's connection counts capped at 1,024 (one
-    /// client core here; see `peregrine-lab load --help`), on the servers
-    /// whose `[server.arena]` has every endpoint it needs; others are
-    /// skipped with a note. Reported as `arena-<profile>`.
+    /// Each runs at HttpArena's connection counts (up to 16,384), scaled
+    /// down only where the open-files limit is lower, with a note; on the
+    /// servers whose `[server.arena]` has every endpoint it needs; others
+    /// are skipped with a note. Reported as `arena-<profile>`. For
+    /// async-db, crud and api-4 the PostgreSQL cluster's CPU time
+    /// (DATABASE_URL, on this machine) is reported beside the server's.
     #[arg(long, value_delimiter = ',')]
     profiles: Vec<String>,
     /// Rounds per test [default: 3, or 1 with --quick].
@@ -149,6 +158,8 @@ struct Plan {
     settings: Settings,
     pipeline_script: PathBuf,
     logs: PathBuf,
+    /// The database whose CPU time the database profiles report.
+    postmaster: Option<Postmaster>,
 }
 
 /// Reads a results file and writes its report and charts beside it. The
@@ -326,6 +337,10 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     // The Lua script ships beside the servers file: lab/wrk/pipeline.lua.
     let lab_dir = args.servers.parent().unwrap_or(Path::new("."));
     let pipeline_script = lab_dir.join("wrk").join("pipeline.lua");
+    // Raise the open-files limit first: it decides how many of HttpArena's
+    // connections the profiles can open.
+    let fd_limit = fdlimit::raise();
+    let max_connections = u32::try_from(fd_limit.saturating_sub(FD_SLACK)).unwrap_or(u32::MAX);
     let level_opts = LevelOptions {
         quick: args.quick,
         connections: args.connections,
@@ -340,7 +355,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         })
         .collect();
     for profile in profiles {
-        let t = levels::arena_plan(profile, &level_opts);
+        let t = levels::arena_plan(profile, &level_opts, max_connections);
         if servers.iter().all(|s| target(s, &t.test).is_err()) {
             println!(
                 "bench: {}: no selected server has the endpoint(s) {} under [server.arena]; skipped",
@@ -348,6 +363,15 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
                 profile.endpoints.join(", ")
             );
             continue;
+        }
+        let scaled = profile.scaled(max_connections);
+        if args.connections.is_none() && !scaled.is_empty() {
+            println!(
+                "bench: {}: HttpArena's {} connections scaled down to {max_connections}: the open-files \
+                 limit is {fd_limit} (raise `ulimit -Hn` to run them)",
+                t.test,
+                scaled.iter().map(u32::to_string).collect::<Vec<_>>().join(" and ")
+            );
         }
         tests.push(t);
     }
@@ -390,6 +414,12 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         }
     }
 
+    let postmaster = tests
+        .iter()
+        .any(|t| levels::arena_profile(&t.test).is_some_and(|p| p.uses_database()))
+        .then(find_postmaster)
+        .flatten();
+
     let settings = Settings {
         servers_file: args.servers.display().to_string(),
         servers: servers.iter().map(|s| s.name.clone()).collect(),
@@ -404,15 +434,38 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         clock_ticks_per_second: procfs::clock_ticks_per_second().map_err(|e| e.to_string())?,
         started_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
-    Ok(Plan { servers, settings, pipeline_script, logs })
+    Ok(Plan { servers, settings, pipeline_script, logs, postmaster })
 }
+
+/// The PostgreSQL cluster at `DATABASE_URL`, whose CPU time the database
+/// profiles report; `None`, with a note, when there is none here.
+fn find_postmaster() -> Option<Postmaster> {
+    let Some(url) = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
+        println!("bench: DATABASE_URL is not set: the database's CPU time is not reported");
+        return None;
+    };
+    match Postmaster::find(&url) {
+        Ok(p) => {
+            println!("bench: the database's CPU time is PostgreSQL's postmaster {} and its children", p.pid);
+            Some(p)
+        }
+        Err(e) => {
+            println!("bench: the database's CPU time is not reported: {e}");
+            None
+        }
+    }
+}
+
+/// Open files kept beside the sockets (the process's own files, logs,
+/// pipes to children).
+const FD_SLACK: u64 = 128;
 
 /// Makes sure `connections` sockets (plus slack for the process's own
 /// files) fit under the open-files limit, raising the soft limit to the hard
 /// one. wrk and the servers inherit the limit, and wrk at 1024 connections
 /// needs more than the common default of 1024.
 fn raise_fd_limit(connections: u32) -> Result<(), String> {
-    let needed = u64::from(connections) + 128;
+    let needed = u64::from(connections) + FD_SLACK;
     let limit = fdlimit::raise();
     if limit < needed {
         return Err(format!(
@@ -652,11 +705,17 @@ fn measure_arena(
     }
     srv.check_alive()?;
     let pid = srv.pid();
+    let db = plan.postmaster.filter(|_| profile.uses_database());
+    let db_before = db.and_then(|p| read_db_cpu(&p));
     let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
     let argv = arena_argv(&exe, spec, addr, profile, level, &s.client_cpu, s.duration_secs);
     let (report, client_cpu) = run_load_child(&argv)?;
     srv.check_alive()?;
     let after = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
+    let db_ticks = match (db, db_before) {
+        (Some(p), Some(before)) => read_db_cpu(&p).map(|after| after.saturating_sub(before)),
+        _ => None,
+    };
     let rss = procfs::read_peak_rss_kib(pid);
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
@@ -666,7 +725,14 @@ fn measure_arena(
         Measurement::new(as_wrk_report(&report, level.pipeline > 1), ticks, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);
     m.bytes_per_response = report.bytes_per_response();
+    m.db_cpu_seconds = db_ticks.map(|t| t as f64 / s.clock_ticks_per_second.max(1) as f64);
     Ok(m)
+}
+
+/// The database's CPU ticks so far; a failed read (the cluster went away)
+/// leaves the run's figure out rather than failing the run.
+fn read_db_cpu(postmaster: &Postmaster) -> Option<u64> {
+    postmaster.cpu_ticks().map_err(|e| eprintln!("warning: the database's CPU time: {e}")).ok()
 }
 
 /// The seven TFB test types, the default of `--tests`.
@@ -808,6 +874,7 @@ mod tests {
             },
             pipeline_script: PathBuf::new(),
             logs: PathBuf::new(),
+            postmaster: None,
         };
         // json: 6 levels x 2 servers x 3 rounds; plaintext: 2 levels x 1 x 3.
         assert_eq!(count_runs(&plan), 36 + 6);

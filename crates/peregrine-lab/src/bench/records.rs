@@ -29,6 +29,10 @@ pub struct Measurement {
     /// own load generator only.
     #[serde(default)]
     pub bytes_per_response: Option<f64>,
+    /// CPU time of the PostgreSQL cluster (all its processes) during the
+    /// measured run, for the profiles that use the database.
+    #[serde(default)]
+    pub db_cpu_seconds: Option<f64>,
 }
 
 impl Measurement {
@@ -41,7 +45,21 @@ impl Measurement {
             peak_rss_kib: rss,
             client_cpu_seconds: None,
             bytes_per_response: None,
+            db_cpu_seconds: None,
         }
+    }
+
+    /// The database's share of the CPU time the server and the database
+    /// used together.
+    pub fn db_cpu_share(&self) -> Option<f64> {
+        let db = self.db_cpu_seconds?;
+        let total = db + self.cpu_seconds;
+        (total > 0.0).then(|| db / total)
+    }
+
+    /// Requests per CPU-second of the server and the database together.
+    pub fn requests_per_server_and_db_cpu_second(&self) -> Option<f64> {
+        per_cpu_second(self.wrk.total_requests, self.cpu_seconds + self.db_cpu_seconds?)
     }
 }
 
@@ -57,9 +75,10 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// Completed with no error responses and no socket errors.
+    /// Completed with answers, no error responses and no socket errors.
     pub fn is_clean(&self) -> bool {
-        self.failure.is_none() && self.measurement.as_ref().is_some_and(|m| m.wrk.error_count() == 0)
+        self.failure.is_none()
+            && self.measurement.as_ref().is_some_and(|m| m.wrk.error_count() == 0 && m.wrk.total_requests > 0)
     }
 
     /// A one-line description of what went wrong, if anything did.
@@ -68,6 +87,9 @@ impl RunRecord {
             return Some(format!("failed: {}", first_line(failure)));
         }
         let wrk = &self.measurement.as_ref()?.wrk;
+        if wrk.total_requests == 0 && wrk.error_count() == 0 {
+            return Some("no answer in the measured window".into());
+        }
         let s = &wrk.socket_errors;
         (wrk.error_count() > 0).then(|| {
             format!(
@@ -103,6 +125,15 @@ pub struct Summary {
     /// Median over clean runs of response bytes per answer.
     #[serde(default)]
     pub bytes_per_response: Option<f64>,
+    /// Medians over clean runs of the database's CPU seconds, its share of
+    /// the server's and its CPU time together, and requests per CPU-second
+    /// of both (profiles that use the database, when it runs here).
+    #[serde(default)]
+    pub db_cpu_seconds: Option<f64>,
+    #[serde(default)]
+    pub db_cpu_share: Option<f64>,
+    #[serde(default)]
+    pub requests_per_server_and_db_cpu_second: Option<f64>,
     /// Error responses plus socket errors, summed over all runs.
     pub errors: u64,
     /// Runs that produced no measurement at all.
@@ -132,6 +163,9 @@ impl Summary {
             peak_rss_kib: None,
             requests_per_client_cpu_second: None,
             bytes_per_response: None,
+            db_cpu_seconds: None,
+            db_cpu_share: None,
+            requests_per_server_and_db_cpu_second: None,
             errors: 0,
             failed_runs: 0,
             ratio_requests_per_sec: None,
@@ -162,6 +196,11 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
             per_cpu_second(m.wrk.total_requests, m.client_cpu_seconds?)
         })),
         bytes_per_response: median(&collect(&|m| m.bytes_per_response)),
+        db_cpu_seconds: median(&collect(&|m| m.db_cpu_seconds)),
+        db_cpu_share: median(&collect(&|m| m.db_cpu_share())),
+        requests_per_server_and_db_cpu_second: median(&collect(&|m| {
+            m.requests_per_server_and_db_cpu_second()
+        })),
         errors: runs.iter().filter_map(|r| r.measurement.as_ref()).map(|m| m.wrk.error_count()).sum(),
         failed_runs: runs.iter().filter(|r| r.measurement.is_none()).count(),
         ratio_requests_per_sec: None,
@@ -232,6 +271,20 @@ mod tests {
     }
 
     #[test]
+    fn database_share_of_cpu() {
+        let mut m = run("a", 1, 1.0, 300, 100, 0).measurement.expect("measured");
+        assert_eq!((m.db_cpu_share(), m.requests_per_server_and_db_cpu_second()), (None, None));
+        m.db_cpu_seconds = Some(3.0);
+        // 1 s of server CPU, 3 s of database CPU: 75 %, 300 / 4 s.
+        assert_eq!(m.db_cpu_share(), Some(0.75));
+        assert_eq!(m.requests_per_server_and_db_cpu_second(), Some(75.0));
+        let record = RunRecord { measurement: Some(m), ..run("a", 1, 1.0, 300, 100, 0) };
+        let s = summarize("plaintext", LEVEL, "a", &[&record]);
+        assert_eq!((s.db_cpu_seconds, s.db_cpu_share), (Some(3.0), Some(0.75)));
+        assert_eq!(s.requests_per_server_and_db_cpu_second, Some(75.0));
+    }
+
+    #[test]
     fn errored_and_failed_runs_stay_out_of_medians() {
         let failed = RunRecord {
             failure: Some("server exited\nlog".into()),
@@ -251,6 +304,9 @@ mod tests {
         assert_eq!((rps.median, rps.min, rps.max), (200.0, 100.0, 300.0));
         assert_eq!(s.peak_rss_kib, Some(1003));
         assert_eq!(runs[3].problem().as_deref(), Some("failed: server exited"));
+        let silent = run("a", 5, 0.0, 0, 100, 0);
+        assert!(!silent.is_clean(), "a run without answers measured nothing");
+        assert_eq!(silent.problem().as_deref(), Some("no answer in the measured window"));
         assert!(runs[2].problem().is_some_and(|p| p.starts_with("7 non-2xx")));
     }
 

@@ -93,6 +93,9 @@ pub fn progress_line(run: &RunRecord, rounds: u32, levels: &TestLevels) -> Strin
         ms(m.wrk.latency_p99_ms),
         mib(m.peak_rss_kib),
     );
+    if m.db_cpu_seconds.is_some() {
+        let _ = write!(line, "  db CPU share {}", percent(m.db_cpu_share()));
+    }
     if let Some(problem) = run.problem() {
         let _ = write!(line, "  ERRORS: {problem}");
     }
@@ -244,6 +247,7 @@ pub fn markdown(results: &Results) -> String {
             );
         }
         client_table(&mut out, t, &rows);
+        database_table(&mut out, t, &rows);
         if pipeline > 1 && test.starts_with(super::levels::ARENA_PREFIX) {
             let _ = writeln!(
                 out,
@@ -293,6 +297,37 @@ fn client_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
             row.bytes_per_response.map_or("—".into(), count)
         );
     }
+}
+
+/// The database's side of each row, for profiles that use PostgreSQL on
+/// this machine: its CPU seconds over the measured run, its share of the
+/// server's and its CPU time together, and requests per CPU-second of both
+/// (a server can look cheap by leaving work to the database).
+fn database_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
+    if rows.iter().all(|r| r.db_cpu_seconds.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| {} | server | db CPU-s | db CPU share | req per server+db CPU-s |",
+        t.axis.title()
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|");
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            t.value(&row.level),
+            row.server,
+            row.db_cpu_seconds.map_or("—".into(), |s| format!("{s:.2}")),
+            percent(row.db_cpu_share),
+            row.requests_per_server_and_db_cpu_second.map_or("—".into(), count)
+        );
+    }
+}
+
+fn percent(share: Option<f64>) -> String {
+    share.map_or("—".into(), |s| format!("{:.0}%", 100.0 * s))
 }
 
 /// Writes the report beside `json_path` (same name, `.md`) and one chart
@@ -417,6 +452,28 @@ mod tests {
         let md = markdown(&results);
         assert!(md.contains("| connections | server | req per client CPU-s | bytes/response |"), "{md}");
         assert!(md.contains("| 250,000 | 1,342 |"), "{md}");
+    }
+
+    #[test]
+    fn database_figures_get_their_own_table() {
+        let mut results = canned();
+        assert!(!markdown(&results).contains("db CPU share"));
+        let row = results.summaries.iter_mut().find(|s| s.test == "json").expect("json rows");
+        row.db_cpu_seconds = Some(1.234);
+        row.db_cpu_share = Some(0.4);
+        row.requests_per_server_and_db_cpu_second = Some(12_345.0);
+        let md = markdown(&results);
+        assert!(
+            md.contains("| connections | server | db CPU-s | db CPU share | req per server+db CPU-s |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1.23 | 40% | 12,345 |"), "{md}");
+
+        let mut run = results.runs[0].clone();
+        let m = run.measurement.as_mut().expect("measured");
+        m.db_cpu_seconds = Some(m.cpu_seconds);
+        let line = progress_line(&run, 2, &results.settings.tests[0]);
+        assert!(line.contains("db CPU share 50%"), "{line}");
     }
 
     #[test]

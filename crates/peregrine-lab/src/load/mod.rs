@@ -79,16 +79,15 @@ pub struct LoadArgs {
 
 fn profiles_help() -> String {
     let mut s = String::from(
-        "HttpArena profiles (connections: HttpArena's -> here, capped at 1024 for one client core):\n",
+        "HttpArena profiles (HttpArena's connections; `bench` runs each as far as the open-files limit allows):\n",
     );
     for p in &arena::PROFILES {
         let conns = |v: &[u32]| v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
         s.push_str(&format!(
-            "  {:<13} [{}] {} -> {}: {}\n",
+            "  {:<13} [{}] {}: {}\n",
             p.name,
             p.endpoints.join(","),
             conns(p.arena_connections),
-            conns(&p.connections()),
             p.sends
         ));
     }
@@ -147,7 +146,9 @@ fn spec(args: &LoadArgs) -> Result<LoadSpec, String> {
     Ok(LoadSpec {
         addr,
         templates,
-        connections: args.connections.unwrap_or_else(|| profile.map_or(256, |p| p.connections()[0] as usize)),
+        connections: args
+            .connections
+            .unwrap_or_else(|| profile.map_or(256, |p| p.arena_connections[0] as usize)),
         pipeline: args.pipeline.unwrap_or_else(|| profile.map_or(1, |p| p.pipeline)).max(1),
         reconnect_every: match args.reconnect_every {
             Some(0) => None,

@@ -5,6 +5,7 @@
 //!   port, stopping it (and building it first);
 //! - `wrk`: the wrk command line, running it, parsing its report;
 //! - `procfs`: CPU time, memory and open files of a process from `/proc`;
+//! - `dbcpu`: the CPU time of a PostgreSQL cluster on this machine;
 //! - `stats`: medians, spreads, ratios and percentiles;
 //! - `fdlimit`: raising the open-files limit before opening many sockets;
 //! - `cpu`: pinning the lab's own client threads;
@@ -19,6 +20,7 @@
 pub mod arena;
 pub mod client;
 pub mod cpu;
+pub mod dbcpu;
 pub mod fdlimit;
 pub mod load;
 pub mod procfs;

@@ -1,8 +1,9 @@
 //! What the lab reads about a server process from `/proc`: CPU time used
-//! (utime + stime from `/proc/PID/stat`), peak and current resident memory
-//! (VmHWM, VmRSS from `/proc/PID/status`) and open file descriptors.
-//! `/proc/PID/stat` of a process counts all its threads, which is what a
-//! single-process multi-threaded server needs.
+//! (utime + stime from `/proc/PID/stat`, and the reaped children's cutime +
+//! cstime), its parent, peak and current resident memory (VmHWM, VmRSS from
+//! `/proc/PID/status`) and open file descriptors. `/proc/PID/stat` of a
+//! process counts all its threads, which is what a single-process
+//! multi-threaded server needs.
 
 use std::fmt;
 
@@ -31,9 +32,26 @@ impl fmt::Display for ProcError {
 
 impl std::error::Error for ProcError {}
 
+/// The fields of `/proc/PID/stat` the lab uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Parent process id (field 4).
+    pub ppid: u32,
+    /// The process's own CPU time (fields 14 and 15).
+    pub cpu: CpuTicks,
+    /// CPU time of its children that have exited and been waited for
+    /// (fields 16 and 17, cutime and cstime).
+    pub reaped_children: CpuTicks,
+}
+
 /// Parses utime and stime (fields 14 and 15, 1-based) from the text of
 /// `/proc/PID/stat`.
 pub fn parse_stat(text: &str) -> Result<CpuTicks, ProcError> {
+    parse_proc_stat(text).map(|s| s.cpu)
+}
+
+/// Parses the parent and the CPU times from the text of `/proc/PID/stat`.
+pub fn parse_proc_stat(text: &str) -> Result<ProcStat, ProcError> {
     // Field 2 is the command name in parentheses, and it may itself contain
     // spaces or parentheses; everything after the *last* ')' splits cleanly.
     let close = text.rfind(')').ok_or_else(|| ProcError("stat has no `(comm)` field".into()))?;
@@ -43,7 +61,27 @@ pub fn parse_stat(text: &str) -> Result<CpuTicks, ProcError> {
         let raw = rest.get(n - 3).ok_or_else(|| ProcError(format!("stat has no field {n}")))?;
         raw.parse().map_err(|_| ProcError(format!("stat field {n} is `{raw}`, not a number")))
     };
-    Ok(CpuTicks { utime: field(14)?, stime: field(15)? })
+    Ok(ProcStat {
+        ppid: u32::try_from(field(4)?).map_err(|_| ProcError("stat field 4 is not a pid".into()))?,
+        cpu: CpuTicks { utime: field(14)?, stime: field(15)? },
+        reaped_children: CpuTicks { utime: field(16)?, stime: field(17)? },
+    })
+}
+
+/// Reads `/proc/PID/stat` of a live process.
+pub fn read_proc_stat(pid: u32) -> Result<ProcStat, ProcError> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).map_err(|e| ProcError(format!("cannot read {path}: {e}")))?;
+    parse_proc_stat(&text).map_err(|e| ProcError(format!("{path}: {e}")))
+}
+
+/// The ids of every process whose parent is `parent`.
+pub fn children(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        // A process may exit between the listing and the read: skip it.
+        .filter(|&pid| read_proc_stat(pid).is_ok_and(|s| s.ppid == parent))
+        .collect()
 }
 
 /// Parses the peak resident set size in KiB (`VmHWM`) from the text of
@@ -114,6 +152,16 @@ mod tests {
     }
 
     #[test]
+    fn parses_parent_and_reaped_children() {
+        let text = "4242 (postgres) S 17 4242 4242 0 -1 4194560 1510 0 0 0 \
+                    731 229 40 2 20 0 3 0 123456 12345678 900 18446744073709551615\n";
+        let stat = parse_proc_stat(text).expect("parses");
+        assert_eq!(stat.ppid, 17);
+        assert_eq!(stat.cpu, CpuTicks { utime: 731, stime: 229 });
+        assert_eq!(stat.reaped_children, CpuTicks { utime: 40, stime: 2 });
+    }
+
+    #[test]
     fn rejects_short_or_garbled_stat() {
         assert!(parse_stat("12 (x) S 1 2 3").is_err());
         assert!(parse_stat("no parens here").is_err());
@@ -132,6 +180,8 @@ mod tests {
     fn reads_own_process() {
         let pid = std::process::id();
         assert!(read_cpu(pid).is_ok());
+        let me = read_proc_stat(pid).expect("own stat");
+        assert!(children(me.ppid).contains(&pid), "this process is a child of its parent");
         assert!(read_peak_rss_kib(pid).is_some_and(|kib| kib > 0));
         assert!(clock_ticks_per_second().is_ok_and(|t| t > 0));
     }

@@ -1,19 +1,34 @@
 //! The seven TFB test types on actix-web 4, a peer for peregrine's lab, and
-//! HttpArena's `/baseline11` and `/pipeline`.
+//! HttpArena's HTTP/1.1 endpoints: `/baseline11`, `/pipeline`,
+//! `/json/{count}` (behind actix's `Compress`), `/upload`, `/static/{file}`
+//! (actix-files), `/async-db` and `/crud/items` (deadpool-postgres, a moka
+//! cache).
 //!
 //! Usage: `peer-actix [--addr HOST:PORT] [--workers N]`. Without `--addr` it
 //! listens on `0.0.0.0:$PORT` (8080 if `PORT` is unset); without `--workers`
 //! it runs one worker per available CPU. `DATABASE_URL` (postgres://...)
-//! enables the database tests; without it they answer 503.
+//! enables the database tests; without it they answer 503 (async-db: an
+//! empty list). `DATABASE_MAX_CONN` caps the HttpArena endpoints' pool.
+//! `STATIC_DIR` is the directory served under `/static/` (default:
+//! peregrine-tfb's copy of HttpArena's files, relative to the workspace
+//! root the lab runs from).
 //!
 //! Each actix worker builds its own App, and with it (through
-//! `data_factory`) its own tokio-postgres connection and cache.
+//! `data_factory`) its own tokio-postgres connection and cache for the TFB
+//! types. The HttpArena endpoints share what actix's examples share across
+//! workers: one deadpool-postgres pool, one moka cache, the parsed dataset.
+
+mod crud;
+mod items;
+mod json_items;
 
 use peer_common as tfb;
 
+use actix_files::Files;
 use actix_web::http::header::{self, ContentType, HeaderValue};
-use actix_web::middleware::DefaultHeaders;
+use actix_web::middleware::{Compress, DefaultHeaders};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use futures_util::StreamExt;
 use serde::Serialize;
 use tfb::{count_param, DbError, Message, Worker, DB_UNAVAILABLE};
 
@@ -79,6 +94,20 @@ async fn pipeline() -> HttpResponse {
     HttpResponse::Ok().content_type(ContentType::plaintext()).body("ok")
 }
 
+/// `/upload` (HttpArena): the number of body bytes read, counted chunk by
+/// chunk from actix's `web::Payload` stream so no more than a chunk is held.
+/// actix answers `Expect: 100-continue` itself before the body is read.
+async fn upload(mut body: web::Payload) -> Result<HttpResponse, actix_web::Error> {
+    let mut read: u64 = 0;
+    while let Some(chunk) = body.next().await {
+        read += chunk?.len() as u64;
+    }
+    Ok(HttpResponse::Ok().content_type(ContentType::plaintext()).body(read.to_string()))
+}
+
+/// Where `/static/` is served from.
+const DEFAULT_STATIC_DIR: &str = "crates/peregrine-tfb/data/static";
+
 fn json_response<T: Serialize>(value: &T) -> HttpResponse {
     match serde_json::to_vec(value) {
         Ok(body) => HttpResponse::Ok().content_type(ContentType::json()).body(body),
@@ -106,10 +135,22 @@ async fn main() -> std::io::Result<()> {
     if url.is_none() {
         eprintln!("DATABASE_URL is not set: the database tests will answer 503");
     }
+    let pool = items::Db::from_env().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let dataset = web::Data::new(
+        json_items::load().map_err(|e| std::io::Error::other(format!("the embedded dataset: {e}")))?,
+    );
+    let item_cache = web::Data::new(crud::new_cache());
+    let static_dir = std::env::var("STATIC_DIR").unwrap_or_else(|_| DEFAULT_STATIC_DIR.into());
+    if !std::path::Path::new(&static_dir).is_dir() {
+        eprintln!("STATIC_DIR {static_dir} is not a directory: /static/ will answer 404");
+    }
     eprintln!("peer-actix listening on {} with {} workers", args.addr, args.workers);
     HttpServer::new(move || {
         let url = url.clone();
         App::new()
+            .app_data(web::Data::new(pool.clone()))
+            .app_data(dataset.clone())
+            .app_data(item_cache.clone())
             // One Worker (connection + cache) per actix worker thread.
             .data_factory(move || {
                 let url = url.clone();
@@ -128,6 +169,18 @@ async fn main() -> std::io::Result<()> {
                 web::resource("/baseline11").route(web::get().to(baseline)).route(web::post().to(baseline)),
             )
             .service(web::resource("/pipeline").route(web::get().to(pipeline)))
+            // json-comp: compressed per response when the client accepts it.
+            .service(
+                web::resource("/json/{count}")
+                    .wrap(Compress::default())
+                    .route(web::get().to(json_items::json_count)),
+            )
+            .service(web::resource("/upload").route(web::post().to(upload)))
+            .service(web::resource("/async-db").route(web::get().to(items::async_db)))
+            .configure(crud::services)
+            // Read from disk per request; content types by mime_guess,
+            // ETag and Last-Modified, `..` refused.
+            .service(Files::new("/static", &static_dir))
     })
     .workers(args.workers)
     // Keep-alive stays on with actix's default idle timeout (5 s).
