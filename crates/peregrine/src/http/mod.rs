@@ -17,6 +17,35 @@ pub use header::Header;
 pub use method::{Method, Version};
 pub use status::StatusCode;
 
+/// `tchar` of RFC 9110 §5.6.2: the bytes of methods and header names.
+pub(crate) const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    table
+};
+
 /// The value of one hexadecimal digit (either case).
 #[inline]
 pub(crate) fn hex_digit(b: u8) -> Option<u8> {

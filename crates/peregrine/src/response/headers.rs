@@ -1,6 +1,8 @@
 //! Rules for the header fields a response may carry, shared by every
 //! protocol's encoder so that none of them can be made to inject a header.
 
+use crate::http::TCHAR;
+
 /// Whether `name: value` may be written as a response header: the name is
 /// an HTTP token and the value holds no CR, LF or NUL (which would end the
 /// field early and let the rest be read as another header, or a body).
@@ -18,37 +20,8 @@ pub(crate) fn is_valid_header(name: &str, value: &str) -> bool {
 /// Whether `s` is an HTTP token (RFC 9110 §5.6.2).
 #[inline]
 pub(crate) fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| TOKEN[b as usize])
+    !s.is_empty() && s.bytes().all(|b| TCHAR[b as usize])
 }
-
-/// `tchar` of RFC 9110 §5.6.2, by byte.
-static TOKEN: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        b += 1;
-    }
-    table
-};
 
 /// Headers the server writes itself; a handler setting them would produce a
 /// duplicate or a lie, so they are ignored.
@@ -77,7 +50,7 @@ mod tests {
     fn the_token_table_is_rfc_9110_tchar() {
         for b in 0..=255u8 {
             let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-            assert_eq!(TOKEN[b as usize], tchar, "byte {b}");
+            assert_eq!(TCHAR[b as usize], tchar, "byte {b}");
         }
     }
 }

@@ -17,7 +17,7 @@
 use std::mem::MaybeUninit;
 
 use super::scan;
-use crate::http::{Header, Method, StatusCode, Version};
+use crate::http::{Header, Method, StatusCode, Version, TCHAR};
 
 /// How the request body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,35 +149,6 @@ impl From<ParseError> for Stop {
 fn bad(why: &'static str) -> Stop {
     Stop::Error(ParseError::BadRequest(why))
 }
-
-/// `tchar` of RFC 9110 §5.6.2: the bytes of methods and header names.
-const TCHAR: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        table[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        i += 1;
-    }
-    table
-};
 
 /// Parses one request head from the start of `buf`.
 ///
