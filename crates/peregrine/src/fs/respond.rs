@@ -165,22 +165,14 @@ fn read_whole<'h>(
 fn read_into(file: &std::fs::File, start: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
     let at = out.len();
     out.resize(at + len, 0);
-    let mut done = 0;
-    while done < len {
-        match file.read_at(&mut out[at + done..], start + done as u64) {
-            Ok(0) => {
-                out.truncate(at);
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read"));
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                out.truncate(at);
-                return Err(e);
-            }
+    file.read_exact_at(&mut out[at..], start).map_err(|e| {
+        out.truncate(at);
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read")
+        } else {
+            e
         }
-    }
-    Ok(())
+    })
 }
 
 /// Writes a `406`: the file exists, but in no coding the client accepts.

@@ -12,6 +12,7 @@
 //! connection's input lent to them ([`Conn::lend_body`]).
 
 use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -566,7 +567,7 @@ impl<S: 'static> Conn<S> {
             let piece = (end - offset).min(FILE_PIECE as u64) as usize;
             let at = self.out.len();
             self.out.resize(at + piece, 0);
-            match read_full_at(&range.file, &mut self.out[at..], offset) {
+            match range.file.read_exact_at(&mut self.out[at..], offset) {
                 Ok(()) => offset += piece as u64,
                 Err(e) => {
                     tracing::warn!(error = %e, "reading a file response body failed");
@@ -726,11 +727,4 @@ async fn send_file_tcp(
         }
     }
     true
-}
-
-/// Fills `buf` from `file` at `offset`; a file shorter than that is an
-/// `UnexpectedEof` error.
-fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.read_exact_at(buf, offset)
 }
