@@ -20,6 +20,8 @@
 //!   delimitable (token header names, `Date` in IMF-fixdate and current,
 //!   required headers), for callers that hold servers to that;
 //!   [`date`]: IMF-fixdate itself.
+//! - [`corpus`]: the malformed and smuggling requests servers are held to,
+//!   with the answers the RFCs call for.
 //!
 //! Reading is forgiving where a checker wants to name a problem rather than
 //! stop: a framing defect (bare LF, short body, duplicate `Content-Length`)
@@ -33,6 +35,7 @@
 #[cfg(feature = "tokio")]
 pub mod async_io;
 mod blocking;
+pub mod corpus;
 pub mod date;
 mod message;
 pub mod parse;

@@ -1,7 +1,8 @@
 //! `peregrine-lab`: verify a running server against the spec, and measure
 //! servers side by side.
 //!
-//! One module per command (`ab`, `bench`, `load`, `stress`, `verify`); what more
+//! One module per command (`ab`, `bench`, `load`, `stress`, `verify`,
+//! `wsload`); what more
 //! than one command needs (server processes, wrk, `/proc`, statistics, the
 //! raw HTTP client) lives in `rig`, and commands never import each other.
 
@@ -11,6 +12,7 @@ mod load;
 mod rig;
 mod stress;
 mod verify;
+mod wsload;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -38,6 +40,9 @@ enum Command {
     /// faults, shutdown under load. Each prints its figures and exits 1 when
     /// a limit is broken.
     Stress(stress::StressArgs),
+    /// WebSocket echo load (HttpArena's echo-ws): N connections, one
+    /// message in flight each; `--memory` for memory per connection.
+    WsLoad(wsload::WsLoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,5 +53,6 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Ab(args) => ab::run(args),
         Command::Stress(args) => stress::run(args),
+        Command::WsLoad(args) => wsload::run(args),
     }
 }

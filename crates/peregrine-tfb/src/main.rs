@@ -4,6 +4,7 @@
 mod arena;
 mod crud;
 mod dataset;
+mod grpc;
 mod item_cache;
 mod redis_cache;
 mod store;
@@ -18,10 +19,12 @@ use clap::Parser;
 use peregrine::cache::LocalCache;
 use peregrine::fs::ServeDir;
 use peregrine::middleware::compression;
+use peregrine::tls::Tls;
+use peregrine::ws::{Message as WsMessage, WebSocketUpgrade};
 use peregrine::ResponseWriter;
 use peregrine::{
-    Body, Config, Content, Error, FromRequest, Html, IntoResponse, Json, Path, Query, Request, Router,
-    Server, State, StatusCode,
+    Body, Config, Content, Error, FromRequest, Html, IntoResponse, Json, Listener, Path, Query, Request,
+    Router, Server, State, StatusCode,
 };
 use sailfish::TemplateSimple;
 use serde::{Deserialize, Serialize};
@@ -64,6 +67,27 @@ struct Cli {
     /// rule; the default is its "production" one).
     #[arg(long)]
     static_in_memory: bool,
+    /// TLS certificate chain (PEM). With --tls-key, also serves TLS on
+    /// --tls-port and --tls-h2-port (HttpArena's layout). Reloaded when
+    /// the file changes or on SIGHUP.
+    #[arg(long, env = "TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, env = "TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Port for TLS with HTTP/1.1 only (ALPN `http/1.1`), on --addr's IP.
+    #[arg(long, value_name = "PORT", default_value_t = 8081)]
+    tls_port: u16,
+    /// Also serve cleartext HTTP/2 alone (h2c with prior knowledge) on this
+    /// port, on --addr's IP (HttpArena's baseline-h2c and json-h2c use
+    /// 8082, the default when a certificate opens HttpArena's layout).
+    /// --addr takes h2c too, beside HTTP/1.1.
+    #[arg(long, value_name = "PORT")]
+    h2c_port: Option<u16>,
+    /// Port for TLS with HTTP/2 and HTTP/1.1 (ALPN `h2`, `http/1.1`), on
+    /// --addr's IP.
+    #[arg(long, value_name = "PORT", default_value_t = 8443)]
+    tls_h2_port: u16,
 }
 
 const AFTER_HELP: &str = "\
@@ -80,12 +104,19 @@ Environment:
                      one in-process cache shared by the workers. Redis
                      being down never fails a request (the database
                      answers).
+  TLS_CERT, TLS_KEY  the same as --tls-cert and --tls-key.
   RUST_LOG           log filter (default: info).
 
 Endpoints: /plaintext /json /db /queries?queries=N /fortunes
-/updates?queries=N /cached-queries?count=N /baseline11 /pipeline
+/updates?queries=N /cached-queries?count=N /baseline11 /baseline2 /pipeline
 /json/{count}?m=M /upload /static/{file} /async-db?min=&max=&limit=
-/crud/items[?category=&page=&limit=] /crud/items/{id}";
+/crud/items[?category=&page=&limit=] /crud/items/{id}
+
+Listeners: --addr (cleartext HTTP/1.1, and HTTP/2 for clients that open
+with its preface: h2c with prior knowledge); --h2c-port (h2c only); with a
+certificate, HttpArena's layout: TLS HTTP/1.1 on --tls-port (8081), h2c
+on --h2c-port (8082) and TLS h2 + HTTP/1.1 on --tls-h2-port (8443). gRPC (benchmark.BenchmarkService, proto/benchmark.proto)
+answers over HTTP/2 on every port that speaks it.";
 
 #[derive(Serialize)]
 struct Message {
@@ -210,7 +241,7 @@ impl IntoResponse for Number {
     }
 }
 
-/// `/baseline11`: the sum of the integer query parameters, plus the integer
+/// `/baseline11` and `/baseline2`: the sum of the integer query parameters, plus the integer
 /// body of a POST.
 fn baseline(req: &Request<'_>) -> Result<Number, Error> {
     let mut sum: i64 = 0;
@@ -245,6 +276,21 @@ fn json_count(
     Ok(Json(dataset::Processed { items: app.dataset, count, m: q.m.unwrap_or(1) }))
 }
 
+/// HttpArena's echo-ws: every text and binary message back, in order.
+/// `feed` queues the echo; `recv` writes what is queued before it waits
+/// for more input, so a burst of messages is answered with one write.
+fn echo_ws(ws: WebSocketUpgrade) -> peregrine::Response {
+    ws.on_upgrade(|mut socket| async move {
+        while let Some(Ok(message)) = socket.recv().await {
+            if matches!(message, WsMessage::Text(_) | WsMessage::Binary(_))
+                && socket.feed(message).await.is_err()
+            {
+                break;
+            }
+        }
+    })
+}
+
 fn build_router(
     dataset: Rc<Vec<dataset::Item>>,
     store: Store,
@@ -262,6 +308,8 @@ fn build_router(
         .get("/pipeline", || Content("text/plain", "ok"))
         .get("/baseline11", baseline)
         .post("/baseline11", baseline)
+        // HttpArena's HTTP/2 profiles (h2c on this port, by the preface).
+        .get("/baseline2", baseline)
         .merge(compressed)
         .post_stream("/upload", |body: Body| async move { body.count().await.map(|n| Number(n as i64)) })
         .get_async("/db", db)
@@ -270,7 +318,10 @@ fn build_router(
         .get_async("/fortunes", fortunes_handler)
         .get_async("/cached-queries", cached_queries)
         .get_async("/async-db", arena::async_db)
-        .get("/static/{*file}", files);
+        .get("/static/{*file}", files)
+        .get("/ws", echo_ws);
+    // gRPC (HTTP/2 only: h2c on this port, or TLS with ALPN h2).
+    let router = grpc::service().add_to(router);
     crud::routes(router)
 }
 
@@ -284,6 +335,18 @@ fn static_files(cli: &Cli) -> Result<ServeDir, String> {
         return Ok(files);
     }
     files.in_memory().map_err(|e| format!("cannot load --static-dir {}: {e}", cli.static_dir.display()))
+}
+
+/// HttpArena's TLS ports when a certificate is given: HTTP/1.1 only on
+/// --tls-port, h2 and HTTP/1.1 on --tls-h2-port, on --addr's IP.
+fn tls_listeners(cli: &Cli) -> Result<Vec<Listener>, String> {
+    let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) else { return Ok(Vec::new()) };
+    let tls = Tls::from_pem_files(cert, key).map_err(|e| format!("TLS certificate: {e}"))?;
+    let ip = cli.addr.ip();
+    Ok(vec![
+        Listener::new((ip, cli.tls_port)).tls(tls.clone()).h2(false),
+        Listener::new((ip, cli.tls_h2_port)).tls(tls),
+    ])
 }
 
 /// Creates and seeds the tables if they are missing, before any worker
@@ -348,6 +411,23 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let h2c_port = cli.h2c_port.or(cli.tls_cert.as_ref().map(|_| 8082));
+    if let Some(port) = h2c_port {
+        tracing::info!(port, "h2c listener");
+        server = server.listen(Listener::new((cli.addr.ip(), port)).http1(false));
+    }
+    match tls_listeners(&cli) {
+        Ok(listeners) => {
+            for listener in listeners {
+                tracing::info!(addr = %listener.addr(), h2 = listener.speaks_h2(), "TLS listener");
+                server = server.listen(listener);
+            }
+        }
+        Err(e) => {
+            eprintln!("peregrine-tfb: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     tracing::info!(addr = %cli.addr, workers, cache = %items.describe(), "peregrine-tfb listening");
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);

@@ -1,4 +1,5 @@
 //! [`Config`]: every limit and timeout of the server, in one place.
+//! [`MinDataRate`]: the slowest a body or response may move.
 
 use std::time::Duration;
 
@@ -36,10 +37,70 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Time a body read or a response write may make no progress.
     pub io_timeout: Duration,
+    /// The slowest a request body may arrive, on average, once its grace
+    /// period is over (`None`: no minimum, only [`Config::io_timeout`]).
+    /// Without it a client trickling one byte every few seconds holds its
+    /// connection for as long as it likes. A slower body is cut: `408` on
+    /// a buffered route, an error from the body on a streaming one.
+    /// Default: 240 bytes a second after 5 seconds (ASP.NET Core's
+    /// figures).
+    pub min_request_body_rate: Option<MinDataRate>,
+    /// The slowest a client may take a response, on average, once the
+    /// grace period is over (`None`: no minimum). What counts is what the
+    /// client acknowledged, not what sits in the kernel's send buffer, so a
+    /// client that opens a tiny receive window and reads a byte now and
+    /// then (a "slow read" attack) is cut. Default: as for request bodies.
+    pub min_response_rate: Option<MinDataRate>,
     /// Time in-flight requests get to finish after a shutdown signal.
     pub shutdown_timeout: Duration,
     /// Initial size of each connection's read buffer.
     pub read_buffer_bytes: usize,
+    /// HTTP/2 limits and window sizes.
+    pub http2: Http2Config,
+}
+
+/// HTTP/2 settings: what the server announces to clients and the limits
+/// that bound what one connection may cost it.
+#[derive(Clone, Debug)]
+pub struct Http2Config {
+    /// Streams a client may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_concurrent_streams: u32,
+    /// Flow-control window of each stream a client sends on: how much
+    /// request body the server accepts before the handler reads it.
+    pub initial_stream_window: u32,
+    /// Flow-control window of the whole connection.
+    pub initial_connection_window: u32,
+    /// Largest frame payload the server accepts (`SETTINGS_MAX_FRAME_SIZE`).
+    pub max_frame_size: u32,
+    /// Largest decoded header list, HPACK's 32 bytes per field included
+    /// (`SETTINGS_MAX_HEADER_LIST_SIZE`); larger ones are refused with
+    /// `431`, and a CONTINUATION flood ends the connection.
+    pub max_header_list_bytes: u32,
+    /// Response bytes one stream may have queued for the socket before it
+    /// waits for the client to read.
+    pub max_send_buffer_bytes: usize,
+    /// Streams the client resets before the server accepted them, held at
+    /// once, before the connection ends with `ENHANCE_YOUR_CALM` (rapid
+    /// reset, CVE-2023-44487).
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams the server had to reset for the client's protocol errors
+    /// before the connection ends with `ENHANCE_YOUR_CALM`.
+    pub max_local_error_reset_streams: usize,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Http2Config {
+            max_concurrent_streams: 128,
+            initial_stream_window: 256 * 1024,
+            initial_connection_window: 1024 * 1024,
+            max_frame_size: 16 * 1024,
+            max_header_list_bytes: 16 * 1024,
+            max_send_buffer_bytes: 128 * 1024,
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 256,
+        }
+    }
 }
 
 impl Default for Config {
@@ -56,8 +117,37 @@ impl Default for Config {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             io_timeout: Duration::from_secs(30),
+            min_request_body_rate: Some(MinDataRate::DEFAULT),
+            min_response_rate: Some(MinDataRate::DEFAULT),
             shutdown_timeout: Duration::from_millis(4500),
             read_buffer_bytes: 8 * 1024,
+            http2: Http2Config::default(),
         }
+    }
+}
+
+/// A minimum data rate: once `grace` has passed since a transfer (a
+/// request body, or one batch of response bytes) began, the bytes moved
+/// must average at least `bytes_per_second` over the time spent waiting
+/// for the client.
+///
+/// Checked by the worker's once-a-second sweep, so a transfer is cut
+/// between one and three seconds after it falls behind; time a handler
+/// spends between two reads of a streamed body does not count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinDataRate {
+    /// The average rate required, in bytes a second.
+    pub bytes_per_second: u64,
+    /// How long a transfer may go before the rate applies (whole seconds).
+    pub grace: Duration,
+}
+
+impl MinDataRate {
+    /// 240 bytes a second after 5 seconds.
+    pub const DEFAULT: MinDataRate = MinDataRate { bytes_per_second: 240, grace: Duration::from_secs(5) };
+
+    /// Whether `moved` bytes in `waited` seconds of waiting fall short.
+    pub(crate) fn falls_short(self, moved: u64, waited: u64) -> bool {
+        waited > self.grace.as_secs() && moved < self.bytes_per_second.saturating_mul(waited)
     }
 }

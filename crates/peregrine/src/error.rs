@@ -14,12 +14,15 @@ use crate::http::StatusCode;
 pub struct Error {
     status: StatusCode,
     message: Cow<'static, str>,
+    /// Headers the status requires (`426` names the protocol to upgrade
+    /// to); constants, so an error stays cheap to build.
+    headers: &'static [(&'static str, &'static str)],
 }
 
 impl Error {
     /// An error with any status.
     pub fn new(status: StatusCode, message: impl Into<Cow<'static, str>>) -> Error {
-        Error { status, message: message.into() }
+        Error { status, message: message.into(), headers: &[] }
     }
 
     /// `400 Bad Request`.
@@ -45,6 +48,19 @@ impl Error {
     /// `503 Service Unavailable`.
     pub fn unavailable(message: impl Into<Cow<'static, str>>) -> Error {
         Error::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    /// Adds headers the response must carry (a `426` its `Upgrade`, a
+    /// `405` its `Allow`...). Only constants: nothing a client sent can end
+    /// up in them.
+    pub fn with_headers(mut self, headers: &'static [(&'static str, &'static str)]) -> Error {
+        self.headers = headers;
+        self
+    }
+
+    /// The headers added with [`Error::with_headers`].
+    pub fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        self.headers
     }
 
     /// The status this error is answered with.

@@ -81,6 +81,10 @@ impl<S: 'static> ConnectionHarness<S> {
             let serving = tokio::task::spawn_local(conn::serve(
                 Io::Memory(server),
                 None,
+                // The HTTP/1.1 state machine alone: an HTTP/2 preface stays
+                // an (unsupported) HTTP/1.1 request rather than handing the
+                // connection to the h2 crate's driver.
+                false,
                 Rc::clone(&self.worker),
                 Rc::clone(&self.router),
                 timer,
@@ -132,4 +136,21 @@ pub fn capture(pattern: &str, path: &str) -> Option<Vec<String>> {
     Pattern::parse(pattern)
         .capture(path)
         .map(|(values, n)| values[..n].iter().map(|v| v.to_string()).collect())
+}
+
+/// What [`ws_read`] decoded: each message, ping, pong or close, in order,
+/// and the protocol error that ended the input, if any.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WsDecoded {
+    /// A debug rendering of each event.
+    pub events: Vec<String>,
+    /// The close code of the error that ended decoding.
+    pub error: Option<u16>,
+}
+
+/// Runs the WebSocket message reader over `input` as a client's bytes,
+/// delivered in reads of `step` bytes (at least 1), with permessage-deflate
+/// agreed or not, and limits of 64 KiB per frame and 256 KiB per message.
+pub fn ws_read(input: &[u8], step: usize, deflate: bool) -> WsDecoded {
+    crate::ws::fuzz_read(input, step, deflate)
 }

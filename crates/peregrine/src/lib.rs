@@ -37,7 +37,12 @@
 //!   today; `proto`'s docs say where a new one plugs in.
 //! - Workers (`worker`): one per core, each with its own event loop, clock,
 //!   `Date` value (formatted once a second) and connection deadlines;
-//!   [`server`] starts them with their `SO_REUSEPORT` listeners.
+//!   [`server`] starts them with their `SO_REUSEPORT` sockets, one per
+//!   [`Listener`] (an address, its protocols, optionally TLS through
+//!   `tls`, the `tls` feature).
+//! - WebSocket ([`ws`]): an extractor whose `101` hands the connection
+//!   (`upgrade`) to a socket on the same worker task, over this crate's
+//!   own RFC 6455 codec with permessage-deflate.
 //! - Data: [`db`] (per-worker PostgreSQL connections with pipelining, an
 //!   embedded SQLite pool) and [`cache`] (a bounded per-worker cache).
 
@@ -69,10 +74,14 @@ pub mod router;
 pub mod server;
 mod sys;
 pub mod testing;
+#[cfg(feature = "tls")]
+pub mod tls;
+mod upgrade;
 mod worker;
+pub mod ws;
 
 pub use body::Body;
-pub use config::Config;
+pub use config::{Config, MinDataRate};
 pub use error::Error;
 pub use extensions::Extensions;
 pub use extract::{ClientAddr, Cookies, Extension, Form, FromRequest, Path, Query, State, TypedHeader};
@@ -80,4 +89,4 @@ pub use http::{Method, StatusCode, Version};
 pub use request::{OwnedRequest, Request};
 pub use response::{Content, Cookie, Html, IntoResponse, Json, Redirect, Response, ResponseWriter};
 pub use router::{IntoEndpoint, Router};
-pub use server::{IntoApp, Server, ServerHandle, WorkerInfo};
+pub use server::{IntoApp, Listener, Server, ServerHandle, WorkerInfo};

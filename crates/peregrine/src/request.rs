@@ -225,6 +225,29 @@ impl OwnedRequest {
         }
     }
 
+    /// A request a protocol driver decoded into owned parts (HTTP/2 streams),
+    /// with an empty body: the driver fills it in, or streams it.
+    pub(crate) fn from_parts(
+        peer: Option<SocketAddr>,
+        method_str: &str,
+        path: &str,
+        query: Option<&str>,
+        version: Version,
+        headers: Vec<(Box<str>, Box<[u8]>)>,
+    ) -> OwnedRequest {
+        OwnedRequest {
+            peer,
+            method: Method::from_token(method_str),
+            method_str: method_str.into(),
+            path: if path.is_empty() { "/".into() } else { path.into() },
+            query: query.map(Into::into),
+            version,
+            headers,
+            body: Vec::new(),
+            extensions: Extensions::new(),
+        }
+    }
+
     /// Copies `req`.
     pub(crate) fn from_request(req: &Request<'_>) -> OwnedRequest {
         OwnedRequest {

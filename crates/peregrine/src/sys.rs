@@ -146,6 +146,20 @@ pub(crate) fn has_pending_input(fd: RawFd) -> bool {
     ok && pending > 0
 }
 
+/// Bytes written to the socket `fd` that its peer has not acknowledged
+/// yet (`SIOCOUTQ`, which Linux numbers as `TIOCOUTQ`); 0 if unknown.
+pub(crate) fn unsent_bytes(fd: RawFd) -> u64 {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one c_int through the valid pointer passed;
+    // on a closed or invalid descriptor it fails and writes nothing.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) } == 0;
+    if ok {
+        u64::try_from(queued).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h; the same on x86-64 and
 /// arm64, the architectures this server is built for).
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;

@@ -51,3 +51,44 @@ fn a_socket_joining_the_reuseport_group_gets_no_connections() {
     assert!(intruder.accept().is_err(), "the intruding listener must not have received a connection");
     server.shutdown();
 }
+
+#[test]
+fn every_listener_serves_the_same_router_on_every_worker() {
+    let server = Server::with_config(peregrine::Config { workers: 2, ..config() })
+        .listen(peregrine::Listener::new(([127, 0, 0, 1], 0)))
+        .listen(peregrine::Listener::new(([127, 0, 0, 1], 0)))
+        .start(|_| async { common::test_router() })
+        .expect("two listeners start");
+    let addrs = server.local_addrs().to_vec();
+    assert_eq!(addrs.len(), 2);
+    assert_ne!(addrs[0], addrs[1]);
+    for addr in &addrs {
+        // Enough connections that both workers take some on each port.
+        for i in 0..16 {
+            let mut c = Client::connect(*addr);
+            assert_eq!(c.roundtrip(&get(&format!("/id/{i}"))).body, format!("id {i}").into_bytes());
+        }
+    }
+    server.shutdown();
+}
+
+#[test]
+fn listener_configurations_that_cannot_serve_are_refused_at_start() {
+    let err = Server::with_config(config()).start(|_| async { Router::new() }).expect_err("no listener");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("no listener"), "{err}");
+    let silent = peregrine::Listener::new(([127, 0, 0, 1], 0)).http1(false).h2(false);
+    let err = Server::with_config(config())
+        .listen(silent)
+        .start(|_| async { Router::new() })
+        .expect_err("a listener without protocols");
+    assert!(err.to_string().contains("no protocol enabled"), "{err}");
+    // The same address twice: the second bind reports the port busy.
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let err = Server::with_config(config())
+        .listen(peregrine::Listener::new(taken))
+        .listen(peregrine::Listener::new(taken))
+        .start(|_| async { Router::new() })
+        .expect_err("one address twice");
+    assert_eq!(err.kind(), ErrorKind::AddrInUse, "{err}");
+}

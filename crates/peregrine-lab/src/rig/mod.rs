@@ -13,7 +13,8 @@
 //!   reconnects, weighted request templates);
 //! - `arena`: HttpArena's HTTP/1.1 profiles as load templates;
 //! - `client`: the blocking raw-TCP HTTP/1.1 client (the verifier's, and
-//!   the probe stress scenarios send while a server is under load).
+//!   the probe stress scenarios send while a server is under load);
+//! - `wsframe`: WebSocket client frames (verify's battery, the echo load).
 //!
 //! The rig depends on no command module; commands depend on it.
 
@@ -27,3 +28,4 @@ pub mod procfs;
 pub mod server;
 pub mod stats;
 pub mod wrk;
+pub mod wsframe;

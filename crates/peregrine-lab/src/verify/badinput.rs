@@ -5,8 +5,15 @@
 //! stay usable) and the slow/idle client checks. Every error answer must
 //! also be well-formed HTTP with a correct `Content-Length`, and the server
 //! must keep serving afterwards.
+//!
+//! Beside its own cases, as the `strict` group, it sends the shared strictness corpus
+//! ([`http_probe::corpus`]: request-line, `Host`, header and smuggling
+//! cases from RFC 9110/9112 and public desync research), each with the
+//! answer the RFCs call for.
 
 use std::io::Write;
+
+use http_probe::corpus::{self, Expect};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -170,6 +177,52 @@ pub fn run(ctx: &Ctx, rep: &mut Reporter) {
     if let Some(path) = rep.route("still serving after bad input", &ctx.routes.plaintext) {
         let result = ctx.target.get(path).and_then(|r| checks::check_plaintext(&r));
         rep.record(&format!("GET {path} still answered after the bad input"), result);
+    }
+}
+
+/// The shared strictness corpus, over the plaintext (GET) and baseline
+/// (POST) routes: the `strict` group.
+pub fn strict(ctx: &Ctx, rep: &mut Reporter) {
+    let Some(get) = rep.route("strictness corpus", &ctx.routes.plaintext) else { return };
+    let pre = &ctx.target.prefix;
+    let get = format!("{pre}{get}");
+    let post = (!ctx.routes.baseline.is_empty()).then(|| format!("{pre}{}?a=1&b=2", ctx.routes.baseline));
+    if post.is_none() {
+        rep.skip("strictness corpus on POST", "no baseline route configured");
+    }
+    let routes = corpus::Routes { host: &ctx.target.host, get: &get, post: post.as_deref() };
+    for case in corpus::cases(&routes) {
+        let verdict = match case.expect {
+            Expect::Refused(status) => format!("{status} + close"),
+            Expect::Served => "200 + keep-alive".to_string(),
+            Expect::Kept(status) => format!("{status} + keep-alive"),
+        };
+        let name = format!("strict: {} ({}) -> {verdict}", case.name, case.source);
+        rep.record(&name, run_corpus_case(ctx, &case));
+    }
+}
+
+fn run_corpus_case(ctx: &Ctx, case: &corpus::Case) -> Check {
+    let mut conn = ctx.target.connect()?;
+    let resp = conn.exchange(&case.request)?;
+    let (status, after) = match case.expect {
+        Expect::Refused(status) => (status, After::Close),
+        Expect::Served => (200, After::KeepAlive),
+        Expect::Kept(status) => (status, After::KeepAlive),
+    };
+    if status == 200 {
+        checks::check_status(&resp, 200)?;
+    } else {
+        checks::check_error(&resp, status)?;
+    }
+    match after {
+        After::Close => expect_closed(conn.wait_closed(ctx.close_wait), ctx.close_wait),
+        After::KeepAlive => {
+            let next = conn
+                .exchange(&ctx.target.get_request(&ctx.routes.plaintext))
+                .map_err(|e| format!("expected the connection usable afterwards, got {e}"))?;
+            checks::check_plaintext(&next).map_err(|e| format!("next request on the same connection: {e}"))
+        }
     }
 }
 

@@ -24,6 +24,8 @@ pub struct Routes {
     /// HttpArena json processing: the count is appended as `/{count}`.
     pub json_items: String,
     pub upload: String,
+    /// The WebSocket echo endpoint (HttpArena echo-ws).
+    pub ws: String,
     /// Query parameter names.
     pub queries_param: String,
     pub updates_param: String,
@@ -44,6 +46,7 @@ impl Default for Routes {
             baseline: "/baseline11".into(),
             json_items: "/json".into(),
             upload: "/upload".into(),
+            ws: "/ws".into(),
             queries_param: "queries".into(),
             updates_param: "queries".into(),
             cached_queries_param: "count".into(),
@@ -53,7 +56,7 @@ impl Default for Routes {
 }
 
 const PATH_NAMES: &str =
-    "plaintext, json, db, queries, fortunes, updates, cached_queries, baseline, json_items, upload";
+    "plaintext, json, db, queries, fortunes, updates, cached_queries, baseline, json_items, upload, ws";
 const PARAM_NAMES: &str = "queries, updates, cached_queries, multiplier";
 
 /// The file form: `[paths]` and `[params]` tables of strings.
@@ -103,6 +106,7 @@ impl Routes {
             "baseline" | "baseline11" => &mut self.baseline,
             "json_items" => &mut self.json_items,
             "upload" => &mut self.upload,
+            "ws" => &mut self.ws,
             _ => return Err(format!("unknown path name {name:?} (known: {PATH_NAMES})")),
         };
         *slot = value.trim_end_matches('/').to_string();

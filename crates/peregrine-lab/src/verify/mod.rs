@@ -16,7 +16,8 @@
 //! - [`config`]: per-server paths and parameter names;
 //! - [`tfb`], [`arena`], [`arena_rules`], [`static_files`], [`badinput`], [`db`]: which requests to send for the
 //!   TFB test types, the HttpArena profiles, the bad-input battery, and the
-//!   database-side checks (`pg_stat_statements`, persisted updates).
+//!   database-side checks (`pg_stat_statements`, persisted updates);
+//! - [`ws`]: the WebSocket conformance battery (Autobahn's categories).
 
 mod arena;
 mod arena_rules;
@@ -29,6 +30,7 @@ mod static_files;
 #[cfg(test)]
 mod testserver;
 mod tfb;
+mod ws;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +51,12 @@ pub enum Group {
     Arena,
     /// Malformed, oversized and smuggling requests.
     BadInput,
+    /// The RFC 9110/9112 strictness corpus (request line, Host, header
+    /// fields, request smuggling), each case with the answer the RFCs
+    /// call for.
+    Strict,
+    /// The WebSocket conformance battery (Autobahn's categories) at `/ws`.
+    Ws,
     /// Database-side checks (needs --database-url).
     Db,
     /// Slow and idle clients (long; also enabled by --slow).
@@ -215,6 +223,12 @@ fn run_checks(ctx: &Ctx, url: &str, enabled: &dyn Fn(Group) -> bool, database_ur
     }
     if enabled(Group::BadInput) {
         badinput::run(ctx, &mut rep);
+    }
+    if enabled(Group::Strict) {
+        badinput::strict(ctx, &mut rep);
+    }
+    if enabled(Group::Ws) {
+        ws::run(ctx, &mut rep);
     }
     if enabled(Group::Db) {
         match database_url {

@@ -45,6 +45,11 @@ impl Server {
     /// accepts connections. `DATABASE_URL` and `REDIS_URL` are removed from
     /// the inherited environment unless `env` sets them.
     pub fn start(name: &str, env: &[(&str, &str)]) -> Server {
+        Server::start_with_args(name, env, &[])
+    }
+
+    /// [`Server::start`] with more command-line arguments.
+    pub fn start_with_args(name: &str, env: &[(&str, &str)], args: &[&str]) -> Server {
         let addr = format!("127.0.0.1:{}", free_port());
         let data_dir = repo_root().join("target/test-scratch/tfb-bin").join(format!(
             "{name}-{}-{}",
@@ -55,6 +60,7 @@ impl Server {
         let mut cmd = Command::new(BIN);
         cmd.args(["--addr", &addr, "--workers", "2", "--data-dir"])
             .arg(&data_dir)
+            .args(args)
             .env_remove("DATABASE_URL")
             .env_remove("REDIS_URL")
             .env("RUST_LOG", "warn")

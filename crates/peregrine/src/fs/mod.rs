@@ -72,7 +72,11 @@
 //! the variant sent (the compressed bytes, when a sibling is chosen).
 //!
 //! # Paths
-//! The path is percent-decoded exactly once, then refused (`404`) if it is
+//! First the server's path rule (the same for every protocol) applies, as it does
+//! before routing on HTTP/1.1: a dot segment, an escaped unreserved
+//! character (`%2e`, `%41`) or a malformed escape is a `400`, whether or
+//! not a protocol's parser refused it already. Then the path is
+//! percent-decoded exactly once, and refused (`404`) if it is
 //! empty, absolute, has an empty, `.` or `..` segment, holds a backslash
 //! or NUL, is not UTF-8, or holds an invalid escape: `..`, `%2e%2e`,
 //! `..%2f`, `a%00b` and `/static//etc/passwd` never reach the file system.
@@ -125,8 +129,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::handler::{Handler, RawRequest};
+use crate::http::uri;
 use crate::request::Request;
-use crate::response::canned::NOT_FOUND;
+use crate::response::canned::{Canned, NOT_FOUND};
 use crate::response::{IntoResponse, ResponseWriter};
 use crate::Error;
 
@@ -253,6 +258,11 @@ impl ServeDir {
     /// Answers `req` for the file at `raw` (the still percent-encoded path
     /// relative to the root).
     fn serve(&self, req: &Request<'_>, raw: &str, w: &mut ResponseWriter<'_>) {
+        // The server's own path rule first, so that a path is answered the
+        // same whether or not a protocol's parser applied it already.
+        if let Some(why) = uri::path_error(raw.as_bytes()) {
+            return w.canned(Canned::bad_request(why));
+        }
         let Some(rel) = path::sanitize(raw) else { return w.canned(NOT_FOUND) };
         let settings = &self.inner.settings;
         let preference = negotiate::negotiate(req.header("accept-encoding"), settings.precompressed);

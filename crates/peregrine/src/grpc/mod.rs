@@ -3,6 +3,8 @@
 //! to handlers sits on the router like any other endpoint.
 
 pub mod codec;
+mod service;
 mod status;
 
+pub use service::{GrpcService, DEFAULT_MAX_MESSAGE};
 pub use status::{Code, Status};

@@ -71,6 +71,8 @@ pub enum Version {
     Http10,
     /// `HTTP/1.1`
     Http11,
+    /// `HTTP/2`
+    Http2,
 }
 
 /// From the `http` crate's method; a method this server has no name for

@@ -1,5 +1,6 @@
 //! Protocol-neutral HTTP vocabulary: [`Method`], [`Version`],
-//! [`StatusCode`], and the `Date` value every response carries.
+//! [`StatusCode`], the `Date` value every response carries, and the
+//! grammar rules for `Host` and paths every protocol applies ([`uri`]).
 //!
 //! What any protocol's codec (see [`crate::proto`]) produces and consumes;
 //! the router, extractors and handlers see only these types.
@@ -11,6 +12,7 @@ pub(crate) mod date;
 mod header;
 mod method;
 mod status;
+pub(crate) mod uri;
 
 #[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
 pub use header::Header;

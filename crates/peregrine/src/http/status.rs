@@ -27,6 +27,7 @@ macro_rules! statuses {
 
 statuses! {
     CONTINUE = 100, "Continue";
+    SWITCHING_PROTOCOLS = 101, "Switching Protocols";
     OK = 200, "OK";
     CREATED = 201, "Created";
     ACCEPTED = 202, "Accepted";
@@ -54,6 +55,7 @@ statuses! {
     RANGE_NOT_SATISFIABLE = 416, "Range Not Satisfiable";
     EXPECTATION_FAILED = 417, "Expectation Failed";
     UNPROCESSABLE_ENTITY = 422, "Unprocessable Content";
+    UPGRADE_REQUIRED = 426, "Upgrade Required";
     TOO_MANY_REQUESTS = 429, "Too Many Requests";
     REQUEST_HEADER_FIELDS_TOO_LARGE = 431, "Request Header Fields Too Large";
     INTERNAL_SERVER_ERROR = 500, "Internal Server Error";

@@ -17,5 +17,25 @@
 //! The server's accept loop chooses the driver for a connection. Nothing
 //! above the pipeline (router, extractors, handlers) changes for a new
 //! protocol.
+//!
+//! # The protocols
+//! - [`h1`]: HTTP/1.0 and 1.1, our own codec, written for the warm path
+//!   (no allocation per request); answers go through `ResponseWriter`'s
+//!   HTTP/1.1 encoder straight into the connection's output buffer.
+//! - [`h2`]: HTTP/2 over the `h2` crate's codec (which owns framing,
+//!   HPACK and flow-control bookkeeping). Its driver is generic over the
+//!   transport (`AsyncRead + AsyncWrite`), so a TLS stream whose ALPN chose
+//!   `h2` plugs in as a TCP socket does. Streams are owned requests
+//!   ([`OwnedRequest`](crate::OwnedRequest)) run by
+//!   [`dispatch_owned`](crate::pipeline::dispatch_owned), answered with
+//!   owned [`Response`](crate::Response)s (`ResponseWriter`'s owned
+//!   encoding), since a stream's task outlives any read buffer.
+//!
+//! On a cleartext port with both ([`Listener`](crate::Listener)`::new`'s default),
+//! the HTTP/1.1 driver starts every connection; if the connection's first
+//! bytes fail to parse as a request and are the HTTP/2 preface, it hands
+//! the socket and the bytes it read to the HTTP/2 driver. HTTP/1.1
+//! requests pay one flag store for this.
 
 pub(crate) mod h1;
+pub(crate) mod h2;

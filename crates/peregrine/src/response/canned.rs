@@ -51,6 +51,10 @@ impl<'a> Canned<'a> {
     }
 }
 
+/// `503` for a protocol switch asked of a connection that is closing
+/// (the server began shutting down).
+pub(crate) const CANNOT_UPGRADE: Canned<'static> =
+    Canned::new(StatusCode::SERVICE_UNAVAILABLE, "server shutting down: cannot switch protocols");
 /// `404` for a path no route matches.
 pub(crate) const NOT_FOUND: Canned<'static> = Canned::new(StatusCode::NOT_FOUND, "not found");
 /// `408` for a client too slow to send its request head.

@@ -61,6 +61,53 @@ pub struct Response {
     body: Cow<'static, [u8]>,
     /// A body produced over time, sent instead of `body`.
     stream: Option<BodyStream>,
+    /// What few responses carry, boxed so every other response (and every
+    /// `Result<_, Response>` on the request path) stays small.
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a [`Response`] that only some protocols' responses use.
+#[derive(Debug, Default)]
+struct Rare {
+    /// Fields sent after the body ([`Response::trailer`],
+    /// [`Response::trailers_when_done`]).
+    trailers: Trailers,
+    /// For a `101`: what takes the connection once the head is sent.
+    upgrade: Option<crate::upgrade::OnUpgrade>,
+}
+
+/// A header or trailer field.
+pub(crate) type Field = (Cow<'static, str>, Cow<'static, str>);
+
+/// Fields sent after a response's body: fixed ones, and ones computed only
+/// once the body has been sent in full (a streamed gRPC reply's status is
+/// known only when its stream ends).
+#[derive(Default)]
+pub(crate) struct Trailers {
+    fields: Vec<Field>,
+    late: Option<Box<dyn FnOnce() -> Vec<Field>>>,
+}
+
+impl Trailers {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.late.is_none()
+    }
+
+    /// The fields to send, now that the body is sent: the fixed ones, then
+    /// the computed ones.
+    pub(crate) fn finish(self) -> Vec<Field> {
+        let mut fields = self.fields;
+        if let Some(late) = self.late {
+            fields.extend(late());
+        }
+        fields
+    }
+}
+
+impl std::fmt::Debug for Trailers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trailers").field("fields", &self.fields).field("late", &self.late.is_some()).finish()
+    }
 }
 
 impl Response {
@@ -72,6 +119,7 @@ impl Response {
             headers: Vec::new(),
             body: Cow::Borrowed(b""),
             stream: None,
+            rare: None,
         }
     }
 
@@ -86,6 +134,7 @@ impl Response {
             headers: Vec::new(),
             body: body.into(),
             stream: None,
+            rare: None,
         }
     }
 
@@ -123,6 +172,76 @@ impl Response {
     /// Puts a streamed body (back) in.
     pub(crate) fn put_stream(&mut self, stream: BodyStream) {
         self.stream = Some(stream);
+    }
+
+    /// Adds a trailer field, sent after the body (gRPC's `grpc-status` is
+    /// one). HTTP/2 sends trailers in a `HEADERS` frame that ends the
+    /// stream; HTTP/1.1 responses leave them out, since most HTTP/1.1
+    /// clients ignore trailers. An invalid or server-managed name makes the
+    /// response a `500`, as [`Response::header`] does.
+    pub fn trailer(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Response {
+        let (name, value) = (name.into(), value.into());
+        if !is_valid_header(&name, &value) || is_managed_header(&name) {
+            tracing::error!(trailer = %name, "refusing invalid response trailer");
+            return Response::canned(canned::INVALID_RESPONSE_HEADER);
+        }
+        self.rare_mut().trailers.fields.push((name, value));
+        self
+    }
+
+    /// Adds trailer fields that `fields` computes once the body has been
+    /// sent in full, after those of [`Response::trailer`]: how a streamed
+    /// answer reports how its stream ended (gRPC's `grpc-status` after a
+    /// server stream). A body that fails sends no trailers (the HTTP/2
+    /// stream is reset), and `fields` is not called. An invalid field then
+    /// resets the stream, since the body is already out.
+    pub fn trailers_when_done(
+        mut self,
+        fields: impl FnOnce() -> Vec<(Cow<'static, str>, Cow<'static, str>)> + 'static,
+    ) -> Response {
+        self.rare_mut().trailers.late = Some(Box::new(fields));
+        self
+    }
+
+    /// The fixed trailer fields ([`Response::trailer`]), in order.
+    pub fn trailers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.rare.iter().flat_map(|r| r.trailers.fields.iter()).map(|(n, v)| (n.as_ref(), v.as_ref()))
+    }
+
+    /// Takes the trailers out (the HTTP/2 driver sends them).
+    pub(crate) fn take_trailers(&mut self) -> Trailers {
+        self.rare.as_mut().map(|r| std::mem::take(&mut r.trailers)).unwrap_or_default()
+    }
+
+    /// Sets the trailers (the owned writer stores a written response's).
+    pub(crate) fn set_trailers(&mut self, trailers: Trailers) {
+        self.rare_mut().trailers = trailers;
+    }
+
+    /// Sets what takes the connection after a `101`.
+    pub(crate) fn set_upgrade(&mut self, on_upgrade: crate::upgrade::OnUpgrade) {
+        self.rare_mut().upgrade = Some(on_upgrade);
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// A `101 Switching Protocols` whose connection `on_upgrade` takes
+    /// once the head is sent (how [`crate::ws`] hands a socket over).
+    pub(crate) fn switching_protocols(on_upgrade: crate::upgrade::OnUpgrade) -> Response {
+        let mut response = Response::new(StatusCode::SWITCHING_PROTOCOLS);
+        response.set_upgrade(on_upgrade);
+        response
+    }
+
+    /// Whether this response switches the connection to another protocol.
+    pub fn is_upgrade(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| r.upgrade.is_some())
     }
 
     /// Whether the body is a stream.
@@ -261,9 +380,16 @@ impl IntoResponse for Response {
 
     fn write_to(self, w: &mut ResponseWriter<'_>) {
         let headers = self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()));
+        let Rare { trailers, upgrade } = self.rare.map(|r| *r).unwrap_or_default();
+        if let Some(on_upgrade) = upgrade {
+            return w.write_upgrade(self.status, headers, on_upgrade);
+        }
         match self.stream {
             Some(stream) => w.write_stream(self.status, &self.content_type, headers, stream),
             None => w.write(self.status, &self.content_type, headers, &self.body),
+        }
+        if !trailers.is_empty() {
+            w.trailers(trailers);
         }
     }
 }
@@ -374,13 +500,19 @@ impl IntoResponse for Error {
         let mut body = Vec::with_capacity(self.message().len() + 12);
         // Serializing a &str cannot fail.
         let _ = self.write_json_body(&mut body);
-        Response::with_body(JSON, body).status(self.status())
+        let mut response = Response::with_body(JSON, body).status(self.status());
+        for &(name, value) in self.headers() {
+            response = response.header(name, value);
+        }
+        response
     }
 
     fn write_to(self, w: &mut ResponseWriter<'_>) {
         // Serializing a &str into a Vec cannot fail.
-        let _ =
-            w.write_with(self.status(), JSON, [], self.message().len() + 12, |out| self.write_json_body(out));
+        let headers = self.headers().iter().copied();
+        let _ = w.write_with(self.status(), JSON, headers, self.message().len() + 12, |out| {
+            self.write_json_body(out)
+        });
     }
 }
 

@@ -33,6 +33,21 @@ impl<'a> OwnedEncoder<'a> {
         }
     }
 
+    /// Stores a `101` with its continuation (middleware and the test
+    /// client see the status and headers).
+    pub(crate) fn write_upgrade<'h>(
+        &mut self,
+        status: StatusCode,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        on_upgrade: crate::upgrade::OnUpgrade,
+    ) -> Result<(), InvalidHeader> {
+        self.write(status, super::TEXT_UTF8, headers, Vec::new())?;
+        if let Some(response) = self.slot.as_mut() {
+            response.set_upgrade(on_upgrade);
+        }
+        Ok(())
+    }
+
     /// Stores a streamed response whole (middleware and the test client
     /// see it as a `Response` with its stream).
     pub(crate) fn write_stream<'h>(
@@ -47,6 +62,13 @@ impl<'a> OwnedEncoder<'a> {
             response.stream = Some(stream);
         }
         Ok(())
+    }
+
+    /// Sets the trailers of the response written (none written: ignored).
+    pub(crate) fn set_trailers(&mut self, trailers: super::Trailers) {
+        if let Some(response) = self.slot.as_mut() {
+            response.set_trailers(trailers);
+        }
     }
 
     pub(crate) fn write<'h>(

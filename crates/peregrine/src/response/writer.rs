@@ -23,7 +23,7 @@ use super::canned::{Canned, INVALID_RESPONSE_HEADER};
 use super::owned::OwnedEncoder;
 use super::TEXT_UTF8;
 use crate::http::StatusCode;
-use crate::proto::h1::encode::{Encoder as Http1Encoder, FileRefused, WriteError};
+use crate::proto::h1::encode::{Encoder as Http1Encoder, FileRefused, UpgradeError, WriteError};
 
 /// Writes one response into the connection's output.
 ///
@@ -134,6 +134,29 @@ impl<'a> ResponseWriter<'a> {
         }
     }
 
+    /// Writes a `101 Switching Protocols` head and hands `on_upgrade` to
+    /// the connection, which runs it with the transport once the head is
+    /// sent. A connection that cannot switch now (it is closing: shutdown
+    /// began) answers `503` instead.
+    pub(crate) fn write_upgrade<'h>(
+        &mut self,
+        status: StatusCode,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        on_upgrade: crate::upgrade::OnUpgrade,
+    ) {
+        let written = match &mut self.encoding {
+            Encoding::Http1(e) => e.write_upgrade(status, headers, on_upgrade),
+            Encoding::Owned(e) => {
+                e.write_upgrade(status, headers, on_upgrade).map_err(|_| UpgradeError::InvalidHeader)
+            }
+        };
+        match written {
+            Ok(()) => {}
+            Err(UpgradeError::InvalidHeader) => self.refuse_invalid_header(),
+            Err(UpgradeError::Closing) => self.canned(super::canned::CANNOT_UPGRADE),
+        }
+    }
+
     /// Writes a response whose body is produced in place by `write_body`.
     ///
     /// `size_hint` is the expected body length; a good hint avoids moving
@@ -168,6 +191,16 @@ impl<'a> ResponseWriter<'a> {
                 self.refuse_invalid_header();
                 Ok(())
             }
+        }
+    }
+
+    /// Attaches trailer fields to the response just written. Only owned
+    /// responses keep them (the HTTP/2 driver sends those); HTTP/1.1
+    /// leaves them out.
+    pub(crate) fn trailers(&mut self, trailers: super::Trailers) {
+        match &mut self.encoding {
+            Encoding::Http1(_) => {}
+            Encoding::Owned(e) => e.set_trailers(trailers),
         }
     }
 

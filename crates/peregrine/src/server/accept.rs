@@ -1,26 +1,86 @@
-//! The accept loop of one worker: takes connections from its listener,
-//! hands each to a protocol's connection driver on its own task, refuses
-//! those over the limit, ticks the worker's clock, and drains at shutdown.
+//! The accept loop of one worker: takes connections from its listeners,
+//! hands each to a protocol's connection driver on its own task (after the
+//! TLS handshake, on a TLS listener), refuses those over the limit, ticks
+//! the worker's clock, and drains at shutdown.
+//!
+//! Out of file descriptors (`EMFILE`, `ENFILE`), `accept` fails while the
+//! connection stays in the backlog; retrying at once would spin. The loop
+//! pauses instead until one of this worker's connections closes (freeing a
+//! descriptor) or [`ACCEPT_RETRY`] passes (another worker or another part
+//! of the process may have freed one), then tries again. It logs once when
+//! a pause begins and once when accepting resumes; the listener never stops
+//! for good.
 
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::time::{Instant, SystemTime};
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::listener::Listener;
 use crate::config::Config;
 use crate::http::date::until_next_second;
-use crate::proto::h1;
+use crate::proto::{h1, h2};
 use crate::router::Router;
-use crate::worker::timer::Wait;
+use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::transport::Io;
 use crate::worker::{Registration, Worker, SHUTDOWN_SWEEP};
 
+/// How a listener's connections are served, as each worker holds it.
+#[derive(Clone)]
+pub(crate) struct Role {
+    http1: bool,
+    h2: bool,
+    #[cfg(feature = "tls")]
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Role {
+    pub(crate) fn of(listener: &Listener) -> io::Result<Role> {
+        Ok(Role {
+            http1: listener.http1,
+            h2: listener.h2,
+            #[cfg(feature = "tls")]
+            tls: match &listener.tls {
+                Some(tls) => Some(tls.acceptor(listener.alpn())?),
+                None => None,
+            },
+        })
+    }
+
+    /// The protocol of a cleartext connection.
+    fn cleartext_protocol(&self) -> Protocol {
+        // HTTP/1.1 when offered; telling an HTTP/2 prior-knowledge preface
+        // apart from it on a shared port is the HTTP/1.1 driver's business.
+        if self.http1 || !self.h2 {
+            Protocol::Http1 { h2c: self.h2 }
+        } else {
+            Protocol::H2
+        }
+    }
+}
+
+/// The protocol a connection speaks, settled at accept (cleartext) or by
+/// ALPN (TLS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// HTTP/1.x; `h2c`: a connection opening with the HTTP/2 preface is
+    /// handed to the HTTP/2 driver (cleartext ports that speak both).
+    Http1 {
+        h2c: bool,
+    },
+    H2,
+}
+
 /// Runs one worker until shutdown is signalled and its connections drain.
 pub(crate) async fn run<S: 'static>(
-    listener: TcpListener,
+    listeners: Vec<(TcpListener, Role)>,
     config: Config,
     router: Router<S>,
     mut shutdown: watch::Receiver<bool>,
@@ -28,18 +88,48 @@ pub(crate) async fn run<S: 'static>(
     let worker = Rc::new(Worker::new(config));
     let router = Rc::new(router);
     let ticker = tokio::task::spawn_local(tick_forever(Rc::clone(&worker)));
+    // Where the next poll starts, so a busy listener cannot starve others.
+    let first = Cell::new(0usize);
+    let accept_any = || {
+        poll_fn(|cx| {
+            let n = listeners.len();
+            for i in 0..n {
+                let at = (first.get() + i) % n;
+                if let Poll::Ready(result) = listeners[at].0.poll_accept(cx) {
+                    first.set((at + 1) % n);
+                    return Poll::Ready((at, result));
+                }
+            }
+            Poll::Pending
+        })
+    };
+    // When accepting began to fail, and how many times it has since.
+    let mut paused: Option<(Instant, u64)> = None;
 
     loop {
         tokio::select! {
             biased;
             _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => accept(stream, peer, &worker, &router),
+            (at, accepted) = accept_any() => match accepted {
+                Ok((stream, peer)) => {
+                    if let Some((since, failures)) = paused.take() {
+                        tracing::info!(paused_ms = since.elapsed().as_millis() as u64, failures, "accepting again");
+                    }
+                    accept(stream, peer, &listeners[at].1, &worker, &router);
+                }
                 Err(e) => {
-                    // Out of file descriptors or memory: back off instead of
-                    // spinning on the error.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    let (_, failures) = paused.get_or_insert_with(|| {
+                        tracing::warn!(
+                            error = %e,
+                            connections = worker.connection_count(),
+                            "accept failed (out of file descriptors?); pausing until a connection closes"
+                        );
+                        (Instant::now(), 0)
+                    });
+                    *failures += 1;
+                    // Whichever comes first: a connection of ours closing,
+                    // or the retry interval.
+                    let _ = tokio::time::timeout(ACCEPT_RETRY, worker.connection_closed()).await;
                 }
             },
         }
@@ -47,7 +137,7 @@ pub(crate) async fn run<S: 'static>(
 
     // Graceful shutdown: stop accepting, let in-flight requests finish
     // (their responses say `Connection: close`), drop idle connections.
-    drop(listener);
+    drop(listeners);
     worker.begin_shutdown();
     let deadline = Instant::now() + worker.config.shutdown_timeout;
     let mut next_sweep = Instant::now();
@@ -61,8 +151,23 @@ pub(crate) async fn run<S: 'static>(
     ticker.abort();
 }
 
-fn accept<S: 'static>(stream: TcpStream, peer: SocketAddr, worker: &Rc<Worker>, router: &Rc<Router<S>>) {
+/// Longest pause after a failed `accept` before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+fn accept<S: 'static>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    role: &Role,
+    worker: &Rc<Worker>,
+    router: &Rc<Router<S>>,
+) {
     if worker.connection_count() >= worker.config.max_connections_per_worker {
+        #[cfg(feature = "tls")]
+        if role.tls.is_some() {
+            // A 503 would need a handshake first, the very work an
+            // overloaded worker must not take on: close at once.
+            return;
+        }
         refuse(stream, worker);
         return;
     }
@@ -72,16 +177,52 @@ fn accept<S: 'static>(stream: TcpStream, peer: SocketAddr, worker: &Rc<Worker>, 
         tracing::debug!(error = %e, "TCP_NODELAY failed");
     }
     let (key, timer) = worker.register(stream.as_raw_fd());
-    timer.arm(Wait::Idle, worker.deadline_after(worker.config.idle_timeout));
     let registration = Registration::new(Rc::clone(worker), key);
-    tokio::task::spawn_local(h1::conn::serve(
+    #[cfg(feature = "tls")]
+    if let Some(acceptor) = &role.tls {
+        // The handshake is the start of the first request: the header
+        // timeout bounds it, from the first byte the client could send.
+        timer.arm(Wait::Head, worker.deadline_after(worker.config.header_timeout));
+        tokio::task::spawn_local(super::handshake::serve_tls(
+            acceptor.clone(),
+            stream,
+            peer,
+            Rc::clone(worker),
+            Rc::clone(router),
+            timer,
+            registration,
+        ));
+        return;
+    }
+    timer.arm(Wait::Idle, worker.deadline_after(worker.config.idle_timeout));
+    tokio::task::spawn_local(serve(
+        role.cleartext_protocol(),
         Io::Tcp(stream),
-        Some(peer),
+        peer,
         Rc::clone(worker),
         Rc::clone(router),
         timer,
         registration,
     ));
+}
+
+/// Serves a connection, cleartext or past its TLS handshake, with the
+/// driver of `protocol`.
+pub(crate) async fn serve<S: 'static>(
+    protocol: Protocol,
+    io: Io,
+    peer: SocketAddr,
+    worker: Rc<Worker>,
+    router: Rc<Router<S>>,
+    timer: Rc<ConnTimer>,
+    registration: Registration,
+) {
+    match protocol {
+        Protocol::Http1 { h2c } => {
+            h1::conn::serve(io, Some(peer), h2c, worker, router, timer, registration).await
+        }
+        Protocol::H2 => h2::serve(io, Some(peer), worker, router, timer, registration).await,
+    }
 }
 
 /// Answers a connection over the limit with `503` and closes it, so the

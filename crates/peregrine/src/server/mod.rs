@@ -1,11 +1,16 @@
 //! Starting and stopping the server: listeners, worker threads, signals.
 //!
-//! Thread-per-core: each worker thread binds its own `SO_REUSEPORT`
-//! listener (the kernel spreads connections across them), runs a tokio
-//! `current_thread` runtime and keeps every connection it accepts for that
-//! connection's whole life. Workers share nothing on the request path.
+//! Thread-per-core: each worker thread binds its own `SO_REUSEPORT` socket
+//! for every [`Listener`] (the kernel spreads each address's connections
+//! across them), runs a tokio `current_thread` runtime and keeps every
+//! connection it accepts for that connection's whole life. Workers share
+//! nothing on the request path (TLS listeners share their certificate and
+//! session-ticket keys, read without locks).
 
 mod accept;
+#[cfg(feature = "tls")]
+mod handshake;
+mod listener;
 
 use std::future::Future;
 use std::io;
@@ -20,6 +25,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::router::Router;
 use crate::sys;
+pub use listener::Listener;
 
 /// Which worker an app factory is building for.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +59,7 @@ impl<S, E: std::fmt::Display> IntoApp<S> for Result<Router<S>, E> {
 #[derive(Clone, Debug, Default)]
 pub struct Server {
     config: Config,
+    listeners: Vec<Listener>,
 }
 
 impl Server {
@@ -63,7 +70,7 @@ impl Server {
 
     /// A server with the given settings.
     pub fn with_config(config: Config) -> Server {
-        Server { config }
+        Server { config, listeners: Vec::new() }
     }
 
     /// The settings, for adjustment.
@@ -77,10 +84,18 @@ impl Server {
         self
     }
 
-    /// Binds `addr`, starts the workers and serves until SIGINT or SIGTERM,
-    /// then shuts down gracefully. `app` runs once on each worker thread to
-    /// build that worker's router (and whatever state it owns, such as
-    /// database connections).
+    /// Adds a listener: an address with its protocols and, optionally, TLS.
+    /// Every worker accepts on every listener.
+    pub fn listen(mut self, listener: Listener) -> Server {
+        self.listeners.push(listener);
+        self
+    }
+
+    /// Binds `addr` (cleartext HTTP/1.1) and the listeners added with
+    /// [`Server::listen`], starts the workers and serves until SIGINT or
+    /// SIGTERM, then shuts down gracefully. `app` runs once on each worker
+    /// thread to build that worker's router (and whatever state it owns,
+    /// such as database connections).
     pub fn serve<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<()>
     where
         F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
@@ -88,15 +103,12 @@ impl Server {
         Fut::Output: IntoApp<S>,
         S: 'static,
     {
-        let handle = self.spawn(addr, app)?;
-        wait_for_signal()?;
-        tracing::info!("shutting down");
-        handle.shutdown();
-        Ok(())
+        self.with_first(addr)?.run(app)
     }
 
-    /// Binds `addr` and starts the workers in the background; returns once
-    /// every worker is accepting connections.
+    /// Binds `addr` (cleartext HTTP/1.1) and the listeners added with
+    /// [`Server::listen`] and starts the workers in the background; returns
+    /// once every worker is accepting connections.
     pub fn spawn<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<ServerHandle>
     where
         F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
@@ -104,6 +116,50 @@ impl Server {
         Fut::Output: IntoApp<S>,
         S: 'static,
     {
+        self.with_first(addr)?.start(app)
+    }
+
+    /// Like [`Server::serve`], on the listeners added with [`Server::listen`]
+    /// only.
+    pub fn run<F, Fut, S>(self, app: F) -> io::Result<()>
+    where
+        F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
+        Fut: Future + 'static,
+        Fut::Output: IntoApp<S>,
+        S: 'static,
+    {
+        let handle = self.start(app)?;
+        wait_for_signal()?;
+        tracing::info!("shutting down");
+        handle.shutdown();
+        Ok(())
+    }
+
+    /// `addr` as a cleartext HTTP/1.1 listener ahead of the others.
+    fn with_first(mut self, addr: impl ToSocketAddrs) -> io::Result<Server> {
+        let addr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "address resolved to nothing"))?;
+        self.listeners.insert(0, Listener::new(addr));
+        Ok(self)
+    }
+
+    /// Like [`Server::spawn`], on the listeners added with
+    /// [`Server::listen`] only.
+    pub fn start<F, Fut, S>(self, app: F) -> io::Result<ServerHandle>
+    where
+        F: Fn(WorkerInfo) -> Fut + Send + Sync + 'static,
+        Fut: Future + 'static,
+        Fut::Output: IntoApp<S>,
+        S: 'static,
+    {
+        if self.listeners.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the server has no listener"));
+        }
+        for listener in &self.listeners {
+            listener.check().map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
+        }
         let fd_limit = sys::raise_open_file_limit();
         let mut config = self.config;
         let count = config.workers.max(1);
@@ -117,34 +173,39 @@ impl Server {
             );
             config.max_connections_per_worker = limit;
         }
-        let addr = addr
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "address resolved to nothing"))?;
         // Bind every listener before starting anything, so a busy port is
-        // reported at once. With port 0 the first bind picks the port and
-        // the others join it.
-        if addr.port() != 0 {
-            ensure_port_free(addr)?;
+        // reported at once.
+        let mut local_addrs = Vec::with_capacity(self.listeners.len());
+        let mut per_worker: Vec<Vec<(StdListener, accept::Role)>> = (0..count).map(|_| Vec::new()).collect();
+        for listener in &self.listeners {
+            let role = accept::Role::of(listener)?;
+            let (local_addr, group) = bind_group(listener.addr, count, config.backlog)?;
+            local_addrs.push(local_addr);
+            for (worker, socket) in per_worker.iter_mut().zip(group) {
+                worker.push((socket, role.clone()));
+            }
         }
-        let first = bind(addr, config.backlog)?;
-        let local_addr = first.local_addr()?;
-        let mut listeners = vec![first];
-        for _ in 1..count {
-            listeners.push(bind(local_addr, config.backlog)?);
-        }
-        // Only these listeners take connections, even if another process
-        // joins the port's group later.
-        sys::steer_reuseport_group(listeners[0].as_raw_fd(), count as u32).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot steer connections on {local_addr}: {e}"))
-        })?;
+        #[cfg(feature = "tls")]
+        let reloader = {
+            let mut stores: Vec<crate::tls::Tls> = Vec::new();
+            for tls in self.listeners.iter().filter_map(|l| l.tls.as_ref()) {
+                if !stores.iter().any(|known| known.same_store(tls)) {
+                    stores.push(tls.clone());
+                }
+            }
+            if stores.is_empty() {
+                None
+            } else {
+                Some(crate::tls::reload::Reloader::start(stores)?)
+            }
+        };
 
         let cpus = allowed_cpus();
         let app = Arc::new(app);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
         let mut threads = Vec::with_capacity(count);
-        for (index, listener) in listeners.into_iter().enumerate() {
+        for (index, listeners) in per_worker.into_iter().enumerate() {
             let app = Arc::clone(&app);
             let config = config.clone();
             let shutdown = shutdown_rx.clone();
@@ -165,9 +226,13 @@ impl Server {
                     };
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&runtime, async move {
-                        let listener = match listener
-                            .set_nonblocking(true)
-                            .and_then(|()| tokio::net::TcpListener::from_std(listener))
+                        let listeners = match listeners
+                            .into_iter()
+                            .map(|(socket, role)| {
+                                socket.set_nonblocking(true)?;
+                                Ok((tokio::net::TcpListener::from_std(socket)?, role))
+                            })
+                            .collect::<io::Result<Vec<_>>>()
                         {
                             Ok(l) => l,
                             Err(e) => {
@@ -184,13 +249,19 @@ impl Server {
                         };
                         let _ = ready.send(Ok(()));
                         drop(ready);
-                        accept::run(listener, config, router, shutdown).await;
+                        accept::run(listeners, config, router, shutdown).await;
                     });
                 })?;
             threads.push(thread);
         }
         drop(ready_tx);
-        let handle = ServerHandle { local_addr, shutdown: shutdown_tx, threads };
+        let handle = ServerHandle {
+            local_addrs,
+            shutdown: shutdown_tx,
+            threads,
+            #[cfg(feature = "tls")]
+            _reloader: reloader,
+        };
         for _ in 0..count {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
@@ -208,18 +279,49 @@ impl Server {
     }
 }
 
+/// Binds `count` sockets of one `SO_REUSEPORT` group on `addr`, one per
+/// worker, and steers the group's connections to them alone. With port 0
+/// the first bind picks the port and the others join it.
+fn bind_group(addr: SocketAddr, count: usize, backlog: u32) -> io::Result<(SocketAddr, Vec<StdListener>)> {
+    if addr.port() != 0 {
+        ensure_port_free(addr)?;
+    }
+    let first = bind(addr, backlog)?;
+    let local_addr = first.local_addr()?;
+    let mut group = vec![first];
+    for _ in 1..count {
+        group.push(bind(local_addr, backlog)?);
+    }
+    // Only these listeners take connections, even if another process
+    // joins the port's group later.
+    sys::steer_reuseport_group(group[0].as_raw_fd(), count as u32)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot steer connections on {local_addr}: {e}")))?;
+    Ok((local_addr, group))
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct ServerHandle {
-    local_addr: SocketAddr,
+    local_addrs: Vec<SocketAddr>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
+    /// Reloads the TLS listeners' certificates; stops with the handle.
+    #[cfg(feature = "tls")]
+    _reloader: Option<crate::tls::reload::Reloader>,
 }
 
 impl ServerHandle {
-    /// The address the server listens on (useful after binding port 0).
+    /// The address of the server's first listener (useful after binding
+    /// port 0): the `addr` given to [`Server::spawn`], or else the first
+    /// added with [`Server::listen`].
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.local_addrs[0]
+    }
+
+    /// Every listener's address, in the order they were added (after
+    /// `spawn`'s `addr`, which comes first).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
     }
 
     /// Stops accepting, lets in-flight requests finish (up to the

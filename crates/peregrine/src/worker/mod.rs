@@ -36,6 +36,13 @@ pub(crate) struct Worker {
     clock: Cell<u64>,
     conns: RefCell<Slab<Rc<ConnTimer>>>,
     shutting_down: Cell<bool>,
+    /// Wakes tasks that must act when shutdown begins rather than at a
+    /// deadline: HTTP/2 sends `GOAWAY`, upgraded connections say goodbye
+    /// in their own protocol; HTTP/1.1 only notices at its next request.
+    shutdown_begun: tokio::sync::Notify,
+    /// Woken whenever a connection ends, for an accept loop paused by
+    /// running out of file descriptors.
+    closed: tokio::sync::Notify,
 }
 
 impl Worker {
@@ -47,6 +54,8 @@ impl Worker {
             clock: Cell::new(0),
             conns: RefCell::new(Slab::new()),
             shutting_down: Cell::new(false),
+            shutdown_begun: tokio::sync::Notify::new(),
+            closed: tokio::sync::Notify::new(),
         }
     }
 
@@ -76,6 +85,17 @@ impl Worker {
     /// last and idle connections are swept.
     pub(crate) fn begin_shutdown(&self) {
         self.shutting_down.set(true);
+        self.shutdown_begun.notify_waiters();
+    }
+
+    /// Completes once shutdown has begun (at once if it has).
+    pub(crate) async fn shutdown_begun(&self) {
+        // Created before the check, so a shutdown in between is not missed.
+        let notified = self.shutdown_begun.notified();
+        if self.shutting_down() {
+            return;
+        }
+        notified.await;
     }
 
     pub(crate) fn register(&self, fd: RawFd) -> (usize, Rc<ConnTimer>) {
@@ -89,6 +109,12 @@ impl Worker {
         if conns.contains(key) {
             conns.remove(key);
         }
+        self.closed.notify_waiters();
+    }
+
+    /// Resolves when the next connection ends.
+    pub(crate) async fn connection_closed(&self) {
+        self.closed.notified().await;
     }
 
     pub(crate) fn connection_count(&self) -> usize {
@@ -109,7 +135,8 @@ impl Worker {
         self.sweep(false);
     }
 
-    /// Drops connections past their deadline and, during shutdown, idle ones.
+    /// Drops connections past their deadline or below their minimum data
+    /// rate and, during shutdown, idle ones.
     ///
     /// `closing` (shutdown sweeps only, [`SHUTDOWN_SWEEP`] apart) also
     /// closes connections idle since the previous such sweep.
@@ -117,15 +144,16 @@ impl Worker {
         let now = self.clock.get();
         for (_, timer) in self.conns.borrow().iter() {
             let wait = timer.wait.get();
-            let expired = wait != Wait::Busy && timer.deadline.get() <= now;
+            let expired = (wait != Wait::Busy && timer.deadline.get() <= now)
+                || (!closing && self.too_slow(timer, wait));
             if expired || (closing && idle_since_last_sweep(timer)) {
-                // A slow request head gets its `408` from the connection's
-                // driver: ending only the read side wakes its pending read
-                // with end of input and leaves the socket writable. Every
-                // other case ends the connection outright. Entries are
-                // removed (on this thread) before their socket is closed, so
-                // `fd` is live.
-                if expired && wait == Wait::Head {
+                // A slow request head or body gets its `408` from the
+                // connection's driver: ending only the read side wakes its
+                // pending read with end of input and leaves the socket
+                // writable. Every other case ends the connection outright.
+                // Entries are removed (on this thread) before their socket
+                // is closed, so `fd` is live.
+                if expired && matches!(wait, Wait::Head | Wait::Body) {
                     timer.expired.set(true);
                     sys::shutdown_read(timer.fd);
                 } else {
@@ -134,6 +162,37 @@ impl Worker {
                 timer.deadline.set(u64::MAX);
             }
         }
+    }
+}
+
+impl Worker {
+    /// Counts one more second of the connection's transfer waiting on the
+    /// client, and says whether it now falls short of its minimum rate.
+    /// For a response, bytes still in the kernel's send buffer do not
+    /// count as taken: otherwise a client that never reads would be
+    /// credited with the whole buffer (hundreds of KiB) at once.
+    fn too_slow(&self, timer: &ConnTimer, wait: Wait) -> bool {
+        let rate = match wait {
+            Wait::Body => self.config.min_request_body_rate,
+            Wait::Write | Wait::Drain => self.config.min_response_rate,
+            _ => return false,
+        };
+        let Some(rate) = rate else { return false };
+        if wait == Wait::Drain && sys::unsent_bytes(timer.fd) == 0 {
+            // The client took it all: an ordinary idle connection now.
+            timer.wait.set(Wait::Idle);
+            return false;
+        }
+        let waited = timer.transfer_ticks.get() + 1;
+        timer.transfer_ticks.set(waited);
+        if waited <= rate.grace.as_secs() {
+            return false;
+        }
+        let mut moved = timer.transferred.get();
+        if wait != Wait::Body && !rate.falls_short(moved, waited) {
+            moved = moved.saturating_sub(sys::unsent_bytes(timer.fd));
+        }
+        rate.falls_short(moved, waited)
     }
 }
 

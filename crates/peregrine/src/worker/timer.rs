@@ -16,8 +16,19 @@ pub(crate) enum Wait {
     Idle,
     /// In the middle of a request head.
     Head,
-    /// Reading a body or writing a response.
-    Io,
+    /// Reading a request body.
+    Body,
+    /// Writing a response.
+    Write,
+    /// Between requests after a large response, which may still sit in the
+    /// kernel's send buffer (up to megabytes of it): idle for the
+    /// application, still a transfer for the minimum response rate, until
+    /// the sweep finds the buffer drained and makes it [`Wait::Idle`].
+    Drain,
+    /// HTTP/2 streams are open and waiting on the peer: the I/O deadline
+    /// applies; the minimum rates do not (HTTP/2's flow-control windows
+    /// already bound what a slow reader can hold in the server).
+    Streams,
     /// A handler is running; no connection deadline applies.
     Busy,
 }
@@ -34,17 +45,38 @@ pub(crate) struct ConnTimer {
     /// every [`ConnTimer::arm`], so it survives only while the connection
     /// stays in that same idle period.
     pub(crate) seen_idle: Cell<bool>,
-    /// Set by the sweep when the deadline passed while the connection was
-    /// waiting for the rest of a request head: its driver answers `408`.
+    /// Set by the sweep when the deadline passed (or the minimum rate was
+    /// missed) while the connection was waiting for the rest of a request:
+    /// its driver answers `408`.
     pub(crate) expired: Cell<bool>,
+    /// Sweeps that found the current transfer (see [`ConnTimer::begin_transfer`])
+    /// waiting on the client: its duration for the minimum data rate, in
+    /// seconds, leaving out time a handler spent between reads.
+    pub(crate) transfer_ticks: Cell<u64>,
+    /// Bytes the current transfer has moved.
+    pub(crate) transferred: Cell<u64>,
 }
 
 impl ConnTimer {
-    /// Whether the sweep cut this connection for a request head that did
-    /// not arrive in time.
+    /// Whether the sweep cut this connection for a request (head or
+    /// body) that did not arrive in time.
     #[inline]
-    pub(crate) fn head_timed_out(&self) -> bool {
+    pub(crate) fn read_timed_out(&self) -> bool {
         self.expired.get()
+    }
+
+    /// Starts measuring a new transfer (a request body, or one batch of
+    /// response bytes) against its minimum data rate.
+    #[inline]
+    pub(crate) fn begin_transfer(&self) {
+        self.transfer_ticks.set(0);
+        self.transferred.set(0);
+    }
+
+    /// Counts `n` bytes moved by the current transfer.
+    #[inline]
+    pub(crate) fn moved(&self, n: usize) {
+        self.transferred.set(self.transferred.get() + n as u64);
     }
 
     /// A timer for the connection on `fd`, idle and without a deadline.
@@ -55,6 +87,8 @@ impl ConnTimer {
             deadline: Cell::new(u64::MAX),
             seen_idle: Cell::new(false),
             expired: Cell::new(false),
+            transfer_ticks: Cell::new(0),
+            transferred: Cell::new(0),
         }
     }
 

@@ -1,11 +1,15 @@
 //! The byte stream a connection is served over.
 //!
-//! In a running server this is always a TCP socket. With the `fuzzing`
-//! feature it can also be an in-memory pipe, so the connection state machine
-//! can be driven with arbitrary bytes, split at arbitrary points, without
-//! sockets or timing in the way (see [`crate::fuzzing`]). Without that
-//! feature the enum has a single variant and every `match` compiles to a
-//! direct call.
+//! In a running server this is a TCP socket, or a TLS session over one on a
+//! TLS listener. With the `fuzzing` feature it can also be an in-memory
+//! pipe, so the connection state machine can be driven with arbitrary
+//! bytes, split at arbitrary points, without sockets or timing in the way
+//! (see [`crate::fuzzing`]).
+//!
+//! Cleartext pays one predictable branch per read or write for the TLS
+//! variant. The TLS session is boxed (rustls's connection state is over a
+//! kilobyte), so `Io`, and every connection future holding it, stays the
+//! size of a `TcpStream` plus a tag.
 
 use std::io;
 use std::pin::Pin;
@@ -17,6 +21,8 @@ use tokio::net::TcpStream;
 /// A connection's transport.
 pub(crate) enum Io {
     Tcp(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
     #[cfg(feature = "fuzzing")]
     Memory(tokio::io::DuplexStream),
 }
@@ -28,6 +34,8 @@ impl Io {
     pub(crate) fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Io::Tcp(s) => Some(s),
+            #[cfg(feature = "tls")]
+            Io::Tls(_) => None,
             #[cfg(feature = "fuzzing")]
             Io::Memory(_) => None,
         }
@@ -39,6 +47,8 @@ impl AsyncRead for Io {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(feature = "tls")]
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             #[cfg(feature = "fuzzing")]
             Io::Memory(s) => Pin::new(s).poll_read(cx, buf),
         }
@@ -50,6 +60,8 @@ impl AsyncWrite for Io {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(feature = "tls")]
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             #[cfg(feature = "fuzzing")]
             Io::Memory(s) => Pin::new(s).poll_write(cx, buf),
         }
@@ -59,6 +71,8 @@ impl AsyncWrite for Io {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(feature = "tls")]
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             #[cfg(feature = "fuzzing")]
             Io::Memory(s) => Pin::new(s).poll_flush(cx),
         }
@@ -68,6 +82,8 @@ impl AsyncWrite for Io {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(feature = "tls")]
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             #[cfg(feature = "fuzzing")]
             Io::Memory(s) => Pin::new(s).poll_shutdown(cx),
         }

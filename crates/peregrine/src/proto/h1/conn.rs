@@ -16,6 +16,7 @@ use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyDecoder, BodyError};
@@ -27,10 +28,12 @@ use crate::handler::{BodyConsumer, ResponseFuture};
 use crate::http::date::DateBlock;
 use crate::http::{Method, Version};
 use crate::pipeline::{self, BodyUse, Dispatched};
+use crate::proto::h2;
 use crate::request::{Params, Request};
 use crate::response::canned::{self, Canned};
 use crate::response::{FileRange, IntoResponse, Response, ResponseWriter};
 use crate::router::{Lookup, Router};
+use crate::upgrade::{OnUpgrade, Upgraded};
 use crate::worker::readbuf::ReadBuf;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::transport::Io;
@@ -50,6 +53,15 @@ const KEEP_OUT_CAPACITY: usize = 64 * 1024;
 /// Raw bytes a chunked body may take beyond its decoded limit: tiny chunks
 /// could otherwise make the encoded body far larger than the decoded one.
 const CHUNKED_OVERHEAD: usize = 64 * 1024;
+/// A response batch at least this large may outlast its `write` in the
+/// kernel's send buffer (which grows to megabytes): the connection then
+/// waits for its next request as [`Wait::Drain`], still held to the
+/// minimum response rate, instead of [`Wait::Idle`]. Measured with
+/// slowhttptest's slow-read mode: 300 KB responses to a 5-byte-a-second
+/// reader were all accepted by `write`, and the readers held their
+/// connections until the 60 s idle timeout; with this they are cut when
+/// their rate falls short.
+const DRAIN_WATCH: u64 = 16 * 1024;
 /// How long a closing connection with unread input keeps discarding it.
 const UNREAD_DRAIN: Duration = Duration::from_millis(500);
 /// How long a refused connection keeps discarding its unread request.
@@ -68,6 +80,8 @@ enum Step {
     Await { fut: ResponseFuture, reply: Reply },
     /// Lend the connection's input to a streaming handler.
     Stream { consumer: BodyConsumer, decoder: BodyDecoder, expect_continue: bool, reply: Reply },
+    /// The connection opened with the HTTP/2 preface: hand it over.
+    Http2,
 }
 
 /// How the response to the current request is written.
@@ -104,8 +118,9 @@ enum Framed<'d> {
 enum Input {
     More,
     Closed,
-    /// The worker's sweep found the request head late and ended our input.
-    HeadTimedOut,
+    /// The worker's sweep found the request (head or body) late, or its
+    /// body below the minimum rate, and ended our input.
+    TimedOut,
 }
 
 struct Conn<S: 'static> {
@@ -124,19 +139,29 @@ struct Conn<S: 'static> {
     head_deadline: Option<u64>,
     /// `100 Continue` already sent for the current request.
     continue_sent: bool,
+    /// The current request's body is being waited for, and counted against
+    /// the minimum request body rate.
+    body_transfer: bool,
     /// A streamed or file response body whose head is queued: sent before
     /// the next request is read.
     pending: Option<PendingBody>,
+    /// Whether an HTTP/2 preface would still be taken (h2c on a shared
+    /// port): only as the connection's first bytes.
+    h2c: bool,
+    /// A `101`'s continuation: the connection switches protocols once the
+    /// head is sent.
+    upgrade: Option<OnUpgrade>,
 }
 
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve<S: 'static>(
     mut stream: Io,
     peer: Option<SocketAddr>,
+    h2c: bool,
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
     timer: Rc<ConnTimer>,
-    _registration: Registration,
+    registration: Registration,
 ) {
     let read_len = worker.config.read_buffer_bytes.max(MIN_READ);
     let mut conn = Conn {
@@ -150,9 +175,15 @@ pub(crate) async fn serve<S: 'static>(
         body: Vec::new(),
         head_deadline: None,
         continue_sent: false,
+        body_transfer: false,
         pending: None,
+        h2c,
+        upgrade: None,
     };
     loop {
+        if let Some(on_upgrade) = conn.upgrade.take() {
+            return conn.switch_protocols(stream, on_upgrade).await;
+        }
         if conn.pending.is_some() && !conn.send_pending(&mut stream).await {
             return conn.close(stream).await;
         }
@@ -172,7 +203,7 @@ pub(crate) async fn serve<S: 'static>(
                 match conn.read(&mut stream, need).await {
                     Input::More => {}
                     Input::Closed => return,
-                    Input::HeadTimedOut => {
+                    Input::TimedOut => {
                         conn.write_canned(canned::REQUEST_TIMEOUT);
                         return conn.close(stream).await;
                     }
@@ -192,6 +223,13 @@ pub(crate) async fn serve<S: 'static>(
                     Some(returned) => stream = returned,
                     None => return,
                 }
+            }
+            Step::Http2 => {
+                // The HTTP/2 driver reads the preface again; boxed, so
+                // this future stays as small as HTTP/1.1 needs.
+                let io = h2::Rewind::new(Bytes::copy_from_slice(conn.rbuf.data()), stream);
+                let (peer, worker, router, timer) = (conn.peer, conn.worker, conn.router, conn.timer);
+                return Box::pin(h2::serve(io, peer, worker, router, timer, registration)).await;
             }
         }
     }
@@ -242,7 +280,7 @@ fn reply_settings(head: &Head<'_, '_>, shutting_down: bool) -> Reply {
     let connection = match (keep_alive, head.version) {
         (false, _) => ConnectionHeader::Close,
         (true, Version::Http10) => ConnectionHeader::KeepAlive,
-        (true, Version::Http11) => ConnectionHeader::Omit,
+        (true, Version::Http11 | Version::Http2) => ConnectionHeader::Omit,
     };
     Reply { connection, head_only: head.method == Method::Head }
 }
@@ -361,7 +399,20 @@ impl<S: 'static> Conn<S> {
     /// answered synchronously.
     fn step(&mut self) -> Step {
         let Conn {
-            worker, router, rbuf, out, body, head_deadline, continue_sent, limits, peer, pending, ..
+            worker,
+            router,
+            timer,
+            rbuf,
+            out,
+            body,
+            head_deadline,
+            continue_sent,
+            body_transfer,
+            limits,
+            peer,
+            pending,
+            h2c,
+            upgrade,
         } = self;
         let data = rbuf.data();
         if data.is_empty() {
@@ -377,6 +428,7 @@ impl<S: 'static> Conn<S> {
                 head_deadline.get_or_insert_with(|| worker.deadline_after(worker.config.header_timeout));
                 return Step::Read { need: 0 };
             }
+            Err(_) if *h2c && data.starts_with(h2::PREFACE_START) => return Step::Http2,
             Err(e) => {
                 writer(out, &date, Reply::REFUSAL).canned(Canned::status(e.status(), e.reason()));
                 return Step::Close;
@@ -431,6 +483,14 @@ impl<S: 'static> Conn<S> {
                 match frame_buffered(head.framing, data, head.len, max_body, limits.max_head_bytes, body) {
                     Framed::Body(req_body, total) => (req_body, total),
                     Framed::Need(need) => {
+                        // The head is complete: from here on the body's own
+                        // limits apply (the I/O timeout, the minimum rate),
+                        // not the head's deadline.
+                        *head_deadline = None;
+                        if !*body_transfer {
+                            *body_transfer = true;
+                            timer.begin_transfer();
+                        }
                         if head.expect_continue && body_use == BodyUse::Buffered && !*continue_sent {
                             out.extend_from_slice(canned::HTTP1_CONTINUE);
                             *continue_sent = true;
@@ -448,7 +508,9 @@ impl<S: 'static> Conn<S> {
         // 5. Dispatch.
         let req = request(&head, *peer, params(&lookup), req_body);
         let mut w = ResponseWriter::http1(
-            Encoder::new(out, &date, reply.connection, reply.head_only).streaming_into(pending),
+            Encoder::new(out, &date, reply.connection, reply.head_only)
+                .streaming_into(pending)
+                .upgrading_into(upgrade),
         );
         let dispatched = pipeline::dispatch(&lookup, &req, router, &mut w);
         let closes = w.closes_connection();
@@ -463,6 +525,8 @@ impl<S: 'static> Conn<S> {
         rbuf.consume(total);
         *head_deadline = None;
         *continue_sent = false;
+        *h2c = false;
+        *body_transfer = false;
         if body.capacity() > KEEP_OUT_CAPACITY {
             *body = Vec::new();
         }
@@ -526,7 +590,9 @@ impl<S: 'static> Conn<S> {
         }
         let date = self.worker.date();
         let encoder = Encoder::new(&mut self.out, &date, reply.connection, reply.head_only);
-        let mut w = ResponseWriter::http1(encoder.streaming_into(&mut self.pending));
+        let mut w = ResponseWriter::http1(
+            encoder.streaming_into(&mut self.pending).upgrading_into(&mut self.upgrade),
+        );
         pipeline::write_response(response, &mut w);
         let closes = w.closes_connection();
         // With a streamed body pending, the loop decides after sending it.
@@ -553,9 +619,15 @@ impl<S: 'static> Conn<S> {
     async fn send_file(&mut self, stream: &mut Io, range: FileRange) -> bool {
         let io_timeout = self.worker.config.io_timeout;
         if let Some(tcp) = stream.tcp() {
-            self.timer.arm(Wait::Io, self.worker.deadline_after(io_timeout));
-            let sent = send_file_tcp(tcp, &self.out, &range, || {
-                self.timer.arm(Wait::Io, self.worker.deadline_after(io_timeout));
+            // A transfer held to the minimum response rate, as `flush`'s;
+            // afterwards `read` sees `Write` with the bytes moved and waits
+            // as `Drain` while the kernel still holds a large file's tail.
+            let timer = &self.timer;
+            timer.arm(Wait::Write, self.worker.deadline_after(io_timeout));
+            timer.begin_transfer();
+            let sent = send_file_tcp(tcp, &self.out, &range, |n| {
+                timer.moved(n);
+                timer.deadline.set(self.worker.deadline_after(io_timeout));
             })
             .await;
             self.out.clear();
@@ -629,6 +701,21 @@ impl<S: 'static> Conn<S> {
         self.flush(stream).await.is_ok() && !self.worker.shutting_down()
     }
 
+    /// Sends the `101` and hands the transport, with whatever the client
+    /// sent after the request, to the new protocol's continuation, which
+    /// runs on this task until it ends. This connection's buffers are
+    /// released first: an idle upgraded connection keeps only its own.
+    async fn switch_protocols(mut self, mut stream: Io, on_upgrade: OnUpgrade) {
+        if self.flush(&mut stream).await.is_err() {
+            return;
+        }
+        let read_ahead = self.rbuf.data().to_vec();
+        let Conn { peer, worker, timer, .. } = self;
+        // The new protocol keeps its own deadlines.
+        timer.arm(Wait::Busy, u64::MAX);
+        on_upgrade.run(Upgraded { io: stream, read_ahead, peer, worker, timer }).await;
+    }
+
     /// Queues a server-generated answer after which the connection closes.
     fn write_canned(&mut self, canned: Canned<'_>) {
         let date = self.worker.date();
@@ -644,13 +731,37 @@ impl<S: 'static> Conn<S> {
         linger_close(stream, drain).await;
     }
 
-    /// Writes all queued output.
+    /// Writes all queued output. Each write that makes progress pushes the
+    /// I/O deadline back, and counts towards the minimum response rate the
+    /// worker's sweep enforces.
     async fn flush(&mut self, stream: &mut Io) -> std::io::Result<()> {
         if self.out.is_empty() {
             return Ok(());
         }
-        self.timer.arm(Wait::Io, self.worker.deadline_after(self.worker.config.io_timeout));
-        let result = stream.write_all(&self.out).await;
+        let (timer, worker) = (&self.timer, &self.worker);
+        timer.arm(Wait::Write, worker.deadline_after(worker.config.io_timeout));
+        timer.begin_transfer();
+        let mut written = 0;
+        let result = loop {
+            match stream.write(&self.out[written..]).await {
+                Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    written += n;
+                    timer.moved(n);
+                    if written == self.out.len() {
+                        break Ok(());
+                    }
+                    timer.deadline.set(worker.deadline_after(worker.config.io_timeout));
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        // `flush` pushes out what a TLS session still holds after taking all
+        // of `out` (a socket that filled up mid-record); on TCP it does nothing.
+        let result = match result {
+            Ok(()) => stream.flush().await,
+            Err(e) => Err(e),
+        };
         self.out.clear();
         if self.out.capacity() > KEEP_OUT_CAPACITY {
             self.out = Vec::with_capacity(self.worker.config.read_buffer_bytes);
@@ -663,18 +774,27 @@ impl<S: 'static> Conn<S> {
         let worker = &self.worker;
         let (wait, deadline) = if self.rbuf.is_empty() {
             self.rbuf.shrink();
-            (Wait::Idle, worker.deadline_after(worker.config.idle_timeout))
+            // Right after a flush the timer still says `Write`, with the
+            // size of what was written.
+            let timer = &self.timer;
+            let wait = if timer.wait.get() == Wait::Write && timer.transferred.get() >= DRAIN_WATCH {
+                Wait::Drain
+            } else {
+                Wait::Idle
+            };
+            (wait, worker.deadline_after(worker.config.idle_timeout))
         } else if let Some(deadline) = self.head_deadline {
             (Wait::Head, deadline)
         } else {
-            (Wait::Io, worker.deadline_after(worker.config.io_timeout))
+            (Wait::Body, worker.deadline_after(worker.config.io_timeout))
         };
         self.timer.arm(wait, deadline);
         let spare = self.rbuf.spare(MIN_READ, need);
         match stream.read(spare).await {
-            Ok(0) | Err(_) if self.timer.head_timed_out() => Input::HeadTimedOut,
+            Ok(0) | Err(_) if self.timer.read_timed_out() => Input::TimedOut,
             Ok(0) | Err(_) => Input::Closed,
             Ok(n) => {
+                self.timer.moved(n);
                 self.rbuf.filled(n);
                 Input::More
             }
@@ -682,14 +802,15 @@ impl<S: 'static> Conn<S> {
     }
 }
 
-/// Writes `head` and then the file range to `tcp`; `progress` runs after
-/// every write that moved bytes (to push the connection's I/O deadline
-/// forward). Returns whether everything was sent.
+/// Writes `head` and then the file range to `tcp`; `progress` runs with
+/// the count after every write that moved bytes (to push the connection's
+/// I/O deadline forward and count towards its minimum rate). Returns
+/// whether everything was sent.
 async fn send_file_tcp(
     tcp: &tokio::net::TcpStream,
     head: &[u8],
     range: &FileRange,
-    progress: impl Fn(),
+    progress: impl Fn(usize),
 ) -> bool {
     use std::os::fd::AsRawFd;
     use tokio::io::Interest;
@@ -699,7 +820,7 @@ async fn send_file_tcp(
         match tcp.try_io(Interest::WRITABLE, || crate::sys::send_more(socket, head)) {
             Ok(n) => {
                 head = &head[n..];
-                progress();
+                progress(n);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if tcp.writable().await.is_err() {
@@ -717,7 +838,7 @@ async fn send_file_tcp(
         match tcp.try_io(Interest::WRITABLE, || crate::sys::sendfile(socket, file, &mut offset, count)) {
             // The file shrank under us: the head promised more.
             Ok(0) => return false,
-            Ok(_) => progress(),
+            Ok(n) => progress(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if tcp.writable().await.is_err() {
                     return false;

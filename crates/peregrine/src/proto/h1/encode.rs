@@ -17,6 +17,7 @@ use crate::http::date::DateBlock;
 use crate::http::StatusCode;
 use crate::response::headers::is_valid_header;
 use crate::response::{BodyStream, FileRange};
+use crate::upgrade::OnUpgrade;
 
 /// What the `Connection` header of a response must say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub(crate) struct Encoder<'a> {
     /// Where a streamed or file body goes for the driver to send, if this
     /// writer can stream.
     streams: Option<&'a mut Option<PendingBody>>,
+    /// Where a `101`'s continuation goes for the driver to run, if this
+    /// writer's connection can switch protocols.
+    upgrades: Option<&'a mut Option<OnUpgrade>>,
 }
 
 /// A body the driver sends after the head queued in the output buffer.
@@ -70,6 +74,15 @@ pub(crate) enum FileRefused {
     /// This writer cannot hand bodies to its driver: the file comes back
     /// for the caller to read into memory.
     Unsupported(FileRange),
+}
+
+/// Why [`Encoder::write_upgrade`] wrote no `101`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UpgradeError {
+    /// See [`InvalidHeader`]: nothing was written.
+    InvalidHeader,
+    /// The connection closes after this response, or cannot switch.
+    Closing,
 }
 
 /// A streamed body whose head is written: the driver sends its chunks.
@@ -111,13 +124,45 @@ impl<'a> Encoder<'a> {
         connection: ConnectionHeader,
         head_only: bool,
     ) -> Encoder<'a> {
-        Encoder { out, date, connection, head_only, streams: None }
+        Encoder { out, date, connection, head_only, streams: None, upgrades: None }
     }
 
     /// Lets this encoder hand streamed bodies to `slot`.
     pub(crate) fn streaming_into(mut self, slot: &'a mut Option<PendingBody>) -> Encoder<'a> {
         self.streams = Some(slot);
         self
+    }
+
+    /// Lets this encoder hand a `101`'s continuation to `slot`.
+    pub(crate) fn upgrading_into(mut self, slot: &'a mut Option<OnUpgrade>) -> Encoder<'a> {
+        self.upgrades = Some(slot);
+        self
+    }
+
+    /// Writes a `101 Switching Protocols` head (`Connection: Upgrade`,
+    /// no body) and leaves `on_upgrade` for the driver, which runs it once
+    /// the head is sent. Refused on a connection that closes after this
+    /// response: the switch would not happen.
+    pub(crate) fn write_upgrade<'h>(
+        &mut self,
+        status: StatusCode,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        on_upgrade: OnUpgrade,
+    ) -> Result<(), UpgradeError> {
+        let closing = self.connection == ConnectionHeader::Close || self.head_only;
+        let Some(slot) = self.upgrades.as_deref_mut().filter(|_| !closing) else {
+            return Err(UpgradeError::Closing);
+        };
+        *slot = Some(on_upgrade);
+        if self.start(status, "", headers, true, false).is_err() {
+            if let Some(slot) = self.upgrades.as_deref_mut() {
+                *slot = None;
+            }
+            return Err(UpgradeError::InvalidHeader);
+        }
+        self.out.extend_from_slice(b"Connection: Upgrade\r\n");
+        self.out.extend_from_slice(self.date);
+        Ok(())
     }
 
     /// Writes the head of a response whose body is `stream` and leaves the

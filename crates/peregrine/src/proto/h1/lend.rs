@@ -14,6 +14,7 @@ use tokio::io::AsyncReadExt;
 use super::body::{BodyDecoder, BodyError};
 use crate::body::{BodySource, ReadFuture};
 use crate::error::Error;
+use crate::http::StatusCode;
 use crate::worker::readbuf::ReadBuf;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::transport::Io;
@@ -62,6 +63,7 @@ impl LentBody {
         timer: Rc<ConnTimer>,
     ) -> LentBody {
         let progress = if decoder.is_done() { BodyProgress::Complete } else { BodyProgress::Unfinished };
+        timer.begin_transfer();
         LentBody {
             cell: RefCell::new(Some(Lent { stream, rbuf, decoder, progress, read_so_far: 0, worker, timer })),
         }
@@ -135,16 +137,23 @@ impl Lent {
                     }
                 }
             }
-            self.timer.arm(Wait::Io, self.worker.deadline_after(self.worker.config.io_timeout));
+            self.timer.arm(Wait::Body, self.worker.deadline_after(self.worker.config.io_timeout));
             let spare = self.rbuf.spare(BODY_READ, 0);
             let read = self.stream.read(spare).await;
             self.timer.arm(Wait::Busy, u64::MAX);
             match read {
+                Ok(0) | Err(_) if self.timer.read_timed_out() => {
+                    self.progress = BodyProgress::Lost;
+                    return Err(Error::new(StatusCode::REQUEST_TIMEOUT, "request body too slow"));
+                }
                 Ok(0) | Err(_) => {
                     self.progress = BodyProgress::Lost;
                     return Err(Error::bad_request("request body ended early"));
                 }
-                Ok(n) => self.rbuf.filled(n),
+                Ok(n) => {
+                    self.timer.moved(n);
+                    self.rbuf.filled(n);
+                }
             }
         }
     }

@@ -17,7 +17,7 @@
 use std::mem::MaybeUninit;
 
 use super::scan;
-use crate::http::{Header, Method, StatusCode, Version, TCHAR};
+use crate::http::{uri, Header, Method, StatusCode, Version, TCHAR};
 
 /// How the request body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,13 +87,16 @@ pub enum ParseError {
     BadRequest(&'static str),
     /// Head over the size limit, or too many headers: `431`.
     HeadTooLarge,
+    /// A request target that does not end within the head size limit: `414`.
+    UriTooLong,
     /// A `Content-Length` beyond any representable size: `413`.
     BodyTooLarge,
     /// A transfer coding other than `chunked`: `501`.
     UnsupportedTransferCoding,
     /// `Expect` with something other than `100-continue`: `417`.
     UnsupportedExpectation,
-    /// A well-formed version other than HTTP/1.x: `505`.
+    /// A well-formed version other than HTTP/1.x: `505`. (A later 1.x,
+    /// such as `HTTP/1.2`, is served as HTTP/1.1, as RFC 9110 §2.5 asks.)
     VersionNotSupported,
 }
 
@@ -103,6 +106,7 @@ impl ParseError {
         match self {
             ParseError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ParseError::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ParseError::UriTooLong => StatusCode::URI_TOO_LONG,
             ParseError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ParseError::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ParseError::UnsupportedExpectation => StatusCode::EXPECTATION_FAILED,
@@ -115,6 +119,7 @@ impl ParseError {
         match self {
             ParseError::BadRequest(why) => why,
             ParseError::HeadTooLarge => "request header section too large",
+            ParseError::UriTooLong => "request target too long",
             ParseError::BodyTooLarge => "request body too large",
             ParseError::UnsupportedTransferCoding => "unsupported transfer coding",
             ParseError::UnsupportedExpectation => "unsupported expectation",
@@ -196,9 +201,25 @@ pub fn parse_head<'b, 'h>(
                 expect_continue,
             }))
         }
-        Err(Stop::Partial) if buf.len() >= limits.max_head_bytes => Err(ParseError::HeadTooLarge),
+        Err(Stop::Partial) if buf.len() >= limits.max_head_bytes => {
+            Err(if target_unfinished(window) { ParseError::UriTooLong } else { ParseError::HeadTooLarge })
+        }
         Err(Stop::Partial) => Ok(None),
         Err(Stop::Error(e)) => Err(e),
+    }
+}
+
+/// Whether `window` (a head that reached the size limit) ends inside its
+/// request target: the target alone is too long, a `414` rather than `431`.
+#[cold]
+fn target_unfinished(window: &[u8]) -> bool {
+    let mut start = 0;
+    while window[start..].starts_with(b"\r\n") {
+        start += 2;
+    }
+    match window[start..].iter().position(|&b| b == b' ') {
+        Some(space) => scan::find_target_end(&window[start + space + 1..]).0.is_none(),
+        None => false,
     }
 }
 
@@ -239,17 +260,14 @@ fn parse_in<'b>(
 
     // Request target: visible ASCII, up to one space.
     let target_start = i;
-    i += scan::find_non_visible(&buf[i..]).unwrap_or(n - i);
-    if i == n {
-        return Err(Stop::Partial);
-    }
-    if i == target_start || buf[i] != b' ' {
+    let (target_end, target_special) = scan::find_target_end(&buf[i..]);
+    let Some(target_len) = target_end else { return Err(Stop::Partial) };
+    i += target_len;
+    if target_len == 0 || buf[i] != b' ' {
         return Err(bad("malformed request line"));
     }
-    let target_bytes = &buf[target_start..i];
     // SAFETY: every byte of the target is in 0x21..=0x7E, ASCII.
-    let target = unsafe { std::str::from_utf8_unchecked(target_bytes) };
-    let query_offset = target_bytes.iter().position(|&b| b == b'?');
+    let target = unsafe { std::str::from_utf8_unchecked(&buf[target_start..i]) };
     i += 1;
 
     // Version, then CRLF.
@@ -262,7 +280,12 @@ fn parse_in<'b>(
     }
 
     let method = Method::from_token(method_str);
-    let (path, query) = split_target(target, query_offset, method)?;
+    // The common case, a path with no `?#%.` in it, needs no closer look.
+    let (path, query) = if !target_special && target.as_bytes()[0] == b'/' && method != Method::Connect {
+        (target, None)
+    } else {
+        split_target(target, method)?
+    };
 
     // Header fields.
     let mut seen = Seen::new(version);
@@ -307,6 +330,15 @@ fn parse_in<'b>(
         seen.observe(name.as_bytes(), value)?;
     }
 
+    if let Some(host) = seen.host {
+        // The value is a slice of `buf`; the fast check may read on past
+        // its end, up to 16 bytes from its start, within `buf`.
+        let at = host.as_ptr() as usize - buf.as_ptr() as usize;
+        if !scan::is_plain_host(&buf[at..], host.len()) && !uri::valid_host(host) {
+            return Err(bad("invalid Host header"));
+        }
+    }
+
     let semantics = seen.finish()?;
     Ok(Head {
         method,
@@ -341,8 +373,10 @@ fn parse_version(v: &[u8]) -> Result<Version, Stop> {
         return Err(Stop::Partial);
     }
     match (v[5], v[7]) {
-        (b'1', b'1') => Ok(Version::Http11),
         (b'1', b'0') => Ok(Version::Http10),
+        // RFC 9110 §2.5: a higher minor version is processed as the highest
+        // one implemented.
+        (b'1', _) => Ok(Version::Http11),
         _ => Err(ParseError::VersionNotSupported.into()),
     }
 }
@@ -398,36 +432,53 @@ fn eq_folded(bytes: &[u8], lower: &[u8]) -> bool {
     a.remainder().iter().zip(b.remainder()).all(|(&x, &y)| x | 0x20 == y | 0x20)
 }
 
-/// Splits a request target into path and query, accepting origin-form,
-/// absolute-form (RFC 9112 §3.2.2 says servers must) and `*` for `OPTIONS`.
-/// `query_at` is the offset of the first `?`, found while scanning.
-fn split_target(
-    target: &str,
-    query_at: Option<usize>,
-    method: Method,
-) -> Result<(&str, Option<&str>), ParseError> {
-    if target.starts_with('/') {
-        return Ok(match query_at {
-            Some(q) => (&target[..q], Some(&target[q + 1..])),
-            None => (target, None),
-        });
+/// Splits a request target that holds `?`, `#`, `%` or `.` (or is not a
+/// plain path) into path and query, accepting origin-form, absolute-form
+/// (RFC 9112 §3.2.2 says servers must) and `*` for `OPTIONS`, and applying
+/// the rules the fast path in `parse_in` could skip: no fragment, CONNECT
+/// only in authority-form (which this server, not being a proxy, refuses
+/// too), a valid authority in absolute-form, and the path rule of
+/// [`uri`](crate::http::uri) (no dot segments, no escaped unreserved
+/// characters, no malformed escapes).
+fn split_target(target: &str, method: Method) -> Result<(&str, Option<&str>), ParseError> {
+    if target.contains('#') {
+        return Err(ParseError::BadRequest("fragment in request target"));
     }
-    if target == "*" && method == Method::Options {
+    if method == Method::Connect {
+        return Err(ParseError::BadRequest(
+            "CONNECT needs an authority-form target, and this server is no proxy",
+        ));
+    }
+    let (path, query) = if target.starts_with('/') {
+        split_query(target)
+    } else if target == "*" && method == Method::Options {
         return Ok(("*", None));
+    } else {
+        let Some(rest) = strip_scheme(target) else {
+            return Err(ParseError::BadRequest("invalid request target"));
+        };
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if authority_end == 0 || !uri::valid_host(&rest.as_bytes()[..authority_end]) {
+            return Err(ParseError::BadRequest("invalid authority in request target"));
+        }
+        // An absolute URI with an empty path means "/".
+        match rest.as_bytes().get(authority_end) {
+            Some(b'/') => split_query(&rest[authority_end..]),
+            Some(_) => ("/", Some(&rest[authority_end + 1..])),
+            None => ("/", None),
+        }
+    };
+    match uri::path_error(path.as_bytes()) {
+        Some(why) => Err(ParseError::BadRequest(why)),
+        None => Ok((path, query)),
     }
-    let Some(rest) = strip_scheme(target) else {
-        return Err(ParseError::BadRequest("invalid request target"));
-    };
-    // Skip the authority; an absolute URI with an empty path means "/".
-    let origin = match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-        Some(i) => return Ok(("/", Some(&rest[i + 1..]))),
-        None => "/",
-    };
-    Ok(match origin.find('?') {
-        Some(i) => (&origin[..i], Some(&origin[i + 1..])),
-        None => (origin, None),
-    })
+}
+
+fn split_query(target: &str) -> (&str, Option<&str>) {
+    match target.find('?') {
+        Some(q) => (&target[..q], Some(&target[q + 1..])),
+        None => (target, None),
+    }
 }
 
 fn strip_scheme(target: &str) -> Option<&str> {
@@ -447,25 +498,29 @@ struct Semantics {
 }
 
 /// What the headers seen so far say, gathered as they are parsed.
-struct Seen {
+struct Seen<'b> {
     version: Version,
     content_length: Option<u64>,
     chunked: bool,
     transfer_encoding: bool,
     hosts: u32,
+    /// The (last) `Host` value, whose grammar is checked once the head
+    /// is complete.
+    host: Option<&'b [u8]>,
     conn_close: bool,
     conn_keep_alive: bool,
     expect_continue: bool,
 }
 
-impl Seen {
-    fn new(version: Version) -> Seen {
+impl<'b> Seen<'b> {
+    fn new(version: Version) -> Seen<'b> {
         Seen {
             version,
             content_length: None,
             chunked: false,
             transfer_encoding: false,
             hosts: 0,
+            host: None,
             conn_close: false,
             conn_keep_alive: false,
             expect_continue: false,
@@ -475,9 +530,12 @@ impl Seen {
     /// Takes note of one header. Dispatches on length first: most headers
     /// match none of these and are passed over after one comparison.
     #[inline]
-    fn observe(&mut self, name: &[u8], value: &[u8]) -> Result<(), ParseError> {
+    fn observe(&mut self, name: &[u8], value: &'b [u8]) -> Result<(), ParseError> {
         match name.len() {
-            4 if eq_folded(name, b"host") => self.hosts += 1,
+            4 if eq_folded(name, b"host") => {
+                self.hosts += 1;
+                self.host = Some(value);
+            }
             6 if eq_folded(name, b"expect") => {
                 if eq_folded(value, b"100-continue") {
                     self.expect_continue = true;
@@ -533,7 +591,7 @@ impl Seen {
         Ok(())
     }
 
-    fn finish(self) -> Result<Semantics, ParseError> {
+    fn finish(&self) -> Result<Semantics, ParseError> {
         if self.version == Version::Http11 && self.hosts != 1 {
             return Err(ParseError::BadRequest(if self.hosts == 0 {
                 "missing Host header"
@@ -559,7 +617,7 @@ impl Seen {
             }
         };
         let keep_alive = match self.version {
-            Version::Http11 => !self.conn_close,
+            Version::Http11 | Version::Http2 => !self.conn_close,
             Version::Http10 => self.conn_keep_alive && !self.conn_close,
         };
         Ok(Semantics {
@@ -678,6 +736,96 @@ mod tests {
         assert_eq!(err(b"GET /x HTTP/2.0\r\nHost: a\r\n\r\n"), 505);
         assert_eq!(err(b"GET /x HTTP/x.y\r\nHost: a\r\n\r\n"), 400);
         assert_eq!(err(b"GET /x HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n"), 417);
+    }
+
+    #[test]
+    fn host_grammar() {
+        let status = |host: &str| {
+            let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            parse(req.as_bytes()).map(|_| 200).unwrap_or_else(|e| e.status().as_u16())
+        };
+        for ok in ["a", "localhost:8080", "127.0.0.1:18099", "[::1]:80", "", "a.example.com:443", "x%41y"] {
+            assert_eq!(status(ok), 200, "{ok:?}");
+        }
+        for bad in ["a b", "a@b", "a/b", "a:b:c", "a:8o", "[::1", "a\"b", "a?b", "a#b", "[::1]x"] {
+            assert_eq!(status(bad), 400, "{bad:?}");
+        }
+        // The fast check must not read the next request's bytes as the host.
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: b\r\n").map(|h| h.is_some()),
+            Ok(true)
+        );
+        // Repeated, even if equal, is refused (RFC 9112 §3.2).
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n").unwrap_err().status().as_u16(),
+            400
+        );
+    }
+
+    #[test]
+    fn target_rules() {
+        let status = |target: &str, method: &str| {
+            let req = format!("{method} {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            parse(req.as_bytes()).map(|_| 200).unwrap_or_else(|e| e.status().as_u16())
+        };
+        for ok in ["/", "/a.b", "/a?b.c#", "/.well-known/x", "/a%2Fb", "/a%20b?x=%41", "http://a.example/b"] {
+            // (`#` after `?` is a fragment too; it is refused below.)
+            let expected = if ok.contains('#') { 400 } else { 200 };
+            assert_eq!(status(ok, "GET"), expected, "{ok:?}");
+        }
+        for bad in [
+            "/a#b",
+            "/#",
+            "/./a",
+            "/a/../b",
+            "/a/..",
+            "/%2e%2e/x",
+            "/%41",
+            "/%",
+            "/a%zz",
+            "http://a.example/../b",
+            "http://user@a.example/",
+            "http:///x",
+            "http://a b/",
+        ] {
+            assert_eq!(status(bad, "GET"), 400, "{bad:?}");
+        }
+        assert_eq!(status("/", "CONNECT"), 400, "CONNECT in origin-form");
+        assert_eq!(status("a.example:443", "CONNECT"), 400, "CONNECT to a server that is no proxy");
+        assert_eq!(status("*", "OPTIONS"), 200);
+        assert_eq!(status("*", "GET"), 400);
+        let (_, path, query, ..) = parse(b"GET /a/b.c?x=1.2 HTTP/1.1\r\nHost: a\r\n\r\n").unwrap().unwrap();
+        assert_eq!((path.as_str(), query.as_deref()), ("/a/b.c", Some("x=1.2")));
+    }
+
+    #[test]
+    fn versions() {
+        let version = |v: &str| {
+            let req = format!("GET / {v}\r\nHost: a\r\n\r\n");
+            let mut slots = header_slots();
+            parse_head(req.as_bytes(), &mut slots, &LIMITS).map(|h| h.map(|h| h.version))
+        };
+        assert_eq!(version("HTTP/1.1"), Ok(Some(Version::Http11)));
+        assert_eq!(version("HTTP/1.0"), Ok(Some(Version::Http10)));
+        assert_eq!(version("HTTP/1.2"), Ok(Some(Version::Http11)), "RFC 9110 §2.5");
+        assert_eq!(version("HTTP/1.9"), Ok(Some(Version::Http11)));
+        assert_eq!(version("HTTP/2.0"), Err(ParseError::VersionNotSupported));
+        assert_eq!(version("HTTP/0.9"), Err(ParseError::VersionNotSupported));
+        assert_eq!(version("HTTP/1.10").map(|_| ()), Err(ParseError::BadRequest("malformed request line")));
+        assert_eq!(version("http/1.1").map(|_| ()), Err(ParseError::BadRequest("malformed request line")));
+    }
+
+    #[test]
+    fn long_target_is_414_long_header_431() {
+        let mut req = b"GET /".to_vec();
+        req.extend(std::iter::repeat_n(b'a', 17 * 1024));
+        assert_eq!(parse(&req), Err(ParseError::UriTooLong));
+        req.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(parse(&req), Err(ParseError::UriTooLong));
+        assert_eq!(ParseError::UriTooLong.status().as_u16(), 414);
+        let mut req = b"\r\nGET /".to_vec();
+        req.extend(std::iter::repeat_n(b'a', 17 * 1024));
+        assert_eq!(parse(&req), Err(ParseError::UriTooLong), "after an empty line");
     }
 
     #[test]

@@ -18,14 +18,65 @@ pub(crate) fn find_value_end(bytes: &[u8]) -> Option<usize> {
     }
 }
 
-/// Index of the first byte outside visible ASCII (0x21..=0x7E), or `None`.
-/// Ends a request target.
+/// Index of the first byte outside visible ASCII (0x21..=0x7E), which ends
+/// a request target, or `None`; and whether any byte before it is `?`,
+/// `#`, `%` or `.`. A target with none of those is a plain path: no query,
+/// no fragment, no escapes, no dot segments, so the parser takes it as it
+/// is. Finding them in the same pass replaced a byte loop looking for `?`
+/// alone, so the stricter target rules cost nothing on plain paths.
 #[inline]
-pub(crate) fn find_non_visible(bytes: &[u8]) -> Option<usize> {
-    match simd::find_non_visible(bytes) {
-        Ok(found) => Some(found),
-        Err(scanned) => bytes[scanned..].iter().position(|&b| !is_visible(b)).map(|i| scanned + i),
+pub(crate) fn find_target_end(bytes: &[u8]) -> (Option<usize>, bool) {
+    let (scanned, mut special) = match simd::find_target_end(bytes) {
+        Ok(found) => return (Some(found.0), found.1),
+        Err(partial) => partial,
+    };
+    for (k, &b) in bytes[scanned..].iter().enumerate() {
+        if !is_visible(b) {
+            return (Some(scanned + k), special);
+        }
+        special |= is_target_special(b);
     }
+    (None, special)
+}
+
+/// Whether the `len` bytes at the start of `bytes` are a plain
+/// `name[:port]`: ASCII letters, digits, `-` and `.`, then at most one `:`
+/// followed by digits only. Such a value is a valid `Host` (RFC 9112
+/// §3.2); `false` only means "not known here" (a value of more than 16
+/// bytes, fewer than 16 bytes left in the buffer, or other characters), and
+/// the caller then applies the whole grammar.
+///
+/// One 16-byte block and a few mask operations. Measured with callgrind
+/// (`scripts/callgrind`) on pipelined plaintext, this check together with
+/// the target scan of `find_target_end` took a request from 1,761-1,764
+/// instructions to 1,738-1,740 (the `?` byte loop it replaced cost more
+/// than both); a byte loop over the whole grammar had cost +197 (11%).
+/// `/json` stayed within noise (3,284-3,290 before, 3,290-3,295 after).
+#[inline]
+pub(crate) fn is_plain_host(bytes: &[u8], len: usize) -> bool {
+    if len > 16 {
+        return false;
+    }
+    let Some((class, colon, digit_or_colon)) = simd::host_classes(bytes) else { return false };
+    let within = (1u32 << len) - 1;
+    if class & within != within {
+        return false;
+    }
+    let colon = colon & within;
+    if colon == 0 {
+        return true;
+    }
+    if colon & (colon - 1) != 0 {
+        return false;
+    }
+    // Every byte after the colon must be a digit.
+    let after = within & !((colon << 1) - 1);
+    digit_or_colon & !colon & after == after
+}
+
+#[inline]
+fn is_target_special(b: u8) -> bool {
+    matches!(b, b'?' | b'#' | b'%' | b'.')
 }
 
 /// Index of the first byte that is `:` or outside visible ASCII, or
@@ -57,8 +108,8 @@ fn is_visible(b: u8) -> bool {
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_andnot_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8,
-        _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        __m128i, _mm_add_epi8, _mm_and_si128, _mm_andnot_si128, _mm_cmpeq_epi8, _mm_cmplt_epi8,
+        _mm_loadu_si128, _mm_max_epu8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
 
     /// `Ok(index)` of the first value stop found in whole 16-byte blocks,
@@ -108,24 +159,77 @@ mod simd {
         Err(i)
     }
 
-    /// Like [`find_value_stop`], for the first byte outside 0x21..=0x7E.
+    /// Like [`find_value_stop`], for the first byte outside 0x21..=0x7E,
+    /// with whether a `?`, `#`, `%` or `.` comes before it (in `Err` too:
+    /// whether one came in the bytes scanned).
     #[inline]
-    pub(crate) fn find_non_visible(bytes: &[u8]) -> Result<usize, usize> {
+    pub(crate) fn find_target_end(bytes: &[u8]) -> Result<(usize, bool), (usize, bool)> {
         let mut i = 0;
+        let mut special = false;
         while i + 16 <= bytes.len() {
             // SAFETY: as in `find_value_stop`.
-            let visible = unsafe {
+            let (visible, marks) = unsafe {
                 let v = _mm_loadu_si128(bytes.as_ptr().add(i).cast::<__m128i>());
                 let at_least = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x21)), v);
                 let at_most = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x7e)), v);
-                _mm_movemask_epi8(_mm_and_si128(at_least, at_most))
+                let query_or_fragment = _mm_or_si128(
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'?' as i8)),
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'#' as i8)),
+                );
+                let escape_or_dot = _mm_or_si128(
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'%' as i8)),
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8)),
+                );
+                (
+                    _mm_movemask_epi8(_mm_and_si128(at_least, at_most)),
+                    _mm_movemask_epi8(_mm_or_si128(query_or_fragment, escape_or_dot)),
+                )
             };
             if visible != 0xffff {
-                return Ok(i + (!visible).trailing_zeros() as usize);
+                let end = (!visible).trailing_zeros();
+                let before = marks & ((1 << end) - 1);
+                return Ok((i + end as usize, special || before != 0));
             }
+            special |= marks != 0;
             i += 16;
         }
-        Err(i)
+        Err((i, special))
+    }
+
+    /// For the first 16 bytes of `bytes` (`None` if there are fewer): the
+    /// masks of bytes that are letters, digits, `-`, `.` or `:`; of `:`;
+    /// and of digits or `:`.
+    #[inline]
+    pub(crate) fn host_classes(bytes: &[u8]) -> Option<(u32, u32, u32)> {
+        if bytes.len() < 16 {
+            return None;
+        }
+        // SAFETY: the 16 bytes read are in bounds (checked above);
+        // `_mm_loadu_si128` has no alignment requirement; SSE2 is part of
+        // the x86_64 baseline.
+        let masks = unsafe {
+            let v = _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>());
+            // `lo..=hi` in one add and one signed compare: the add moves
+            // `lo` to -128, so the range becomes -128..-128 + (hi - lo + 1).
+            let in_range = |lo: u8, hi: u8, x: __m128i| {
+                _mm_cmplt_epi8(
+                    _mm_add_epi8(x, _mm_set1_epi8(0x80u8.wrapping_sub(lo) as i8)),
+                    _mm_set1_epi8((hi - lo) as i8 - 127),
+                )
+            };
+            // OR-ing 0x20 folds upper-case letters onto lower-case ones and
+            // moves no other byte into `a..=z`.
+            let letter = in_range(b'a', b'z', _mm_or_si128(v, _mm_set1_epi8(0x20)));
+            let digit_or_colon = in_range(b'0', b':', v);
+            let dash_or_dot = in_range(b'-', b'.', v);
+            let colon = _mm_cmpeq_epi8(v, _mm_set1_epi8(b':' as i8));
+            (
+                _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letter, digit_or_colon), dash_or_dot)) as u32,
+                _mm_movemask_epi8(colon) as u32,
+                _mm_movemask_epi8(digit_or_colon) as u32,
+            )
+        };
+        Some(masks)
     }
 }
 
@@ -137,8 +241,13 @@ mod simd {
     }
 
     #[inline]
-    pub(crate) fn find_non_visible(_: &[u8]) -> Result<usize, usize> {
-        Err(0)
+    pub(crate) fn find_target_end(_: &[u8]) -> Result<(usize, bool), (usize, bool)> {
+        Err((0, false))
+    }
+
+    #[inline]
+    pub(crate) fn host_classes(_: &[u8]) -> Option<(u32, u32, u32)> {
+        None
     }
 
     #[inline]
@@ -162,14 +271,54 @@ mod tests {
                     assert_eq!(find_value_end(&bytes), scalar_value, "value: byte {b:#x} at {pos} of {len}");
                     let scalar_name = bytes.iter().position(|&c| is_name_stop(c));
                     assert_eq!(find_name_end(&bytes), scalar_name, "name: byte {b:#x} at {pos} of {len}");
-                    let scalar_visible = bytes.iter().position(|&c| !is_visible(c));
+                    let scalar_end = bytes.iter().position(|&c| !is_visible(c));
+                    let scalar_special =
+                        bytes[..scalar_end.unwrap_or(len)].iter().any(|&c| is_target_special(c));
                     assert_eq!(
-                        find_non_visible(&bytes),
-                        scalar_visible,
-                        "visible: byte {b:#x} at {pos} of {len}"
+                        find_target_end(&bytes),
+                        (scalar_end, scalar_special),
+                        "target: byte {b:#x} at {pos} of {len}"
                     );
                 }
             }
         }
+    }
+
+    /// The grammar's verdict on a value that passes the fast check is
+    /// always "valid", and every byte at every position of a plain
+    /// `name:port` is classified as the scalar rule would.
+    #[test]
+    fn plain_host_agrees_with_the_grammar() {
+        let mut candidates: Vec<Vec<u8>> = Vec::new();
+        for base in ["localhost:8080", "a.b-c:1", "tfb-server:8080", "127.0.0.1:18099", "abcdefghijklmnop"] {
+            for pos in 0..base.len() {
+                for b in 0..=255u8 {
+                    let mut v = base.as_bytes().to_vec();
+                    v[pos] = b;
+                    candidates.push(v);
+                }
+            }
+        }
+        for value in candidates {
+            let mut buf = value.clone();
+            buf.extend_from_slice(b"\r\n\r\nGET / HTTP/1.1\r\n");
+            let plain = is_plain_host(&buf, value.len());
+            let simple = {
+                let (name, port) = match value.iter().position(|&b| b == b':') {
+                    Some(c) => (&value[..c], Some(&value[c + 1..])),
+                    None => (&value[..], None),
+                };
+                name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+                    && port.is_none_or(|p| p.iter().all(u8::is_ascii_digit))
+            };
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(plain, simple, "{:?}", String::from_utf8_lossy(&value));
+            if plain {
+                assert!(crate::http::uri::valid_host(&value), "{:?}", String::from_utf8_lossy(&value));
+            }
+        }
+        // Too little buffer left, or too long a value: not decided here.
+        assert!(!is_plain_host(b"localhost", 9));
+        assert!(!is_plain_host(b"a-very-long-host-name.example:8080\r\n\r\n", 34));
     }
 }

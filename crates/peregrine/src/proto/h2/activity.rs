@@ -1,0 +1,118 @@
+//! Which deadline an HTTP/2 connection is under, from what its streams are
+//! doing, kept in the connection's one [`ConnTimer`].
+//!
+//! A connection multiplexes streams, but the worker sweeps one deadline per
+//! connection; this keeps that deadline right with two counters:
+//! - a handler (or a response stream producing its next chunk) is running:
+//!   no deadline, as on HTTP/1.1 while a handler runs;
+//! - streams are open and all wait on the client (body bytes, window
+//!   capacity): the I/O timeout, restarted whenever one makes progress, so
+//!   a client that opens streams and then stalls, or never opens its
+//!   window, is dropped;
+//! - no stream is open: the idle timeout.
+//!
+//! PING or SETTINGS frames are not progress: they cannot keep stalled
+//! streams alive.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use crate::worker::timer::{ConnTimer, Wait};
+use crate::worker::Worker;
+
+/// A connection's stream counters and its timer.
+pub(super) struct Activity {
+    worker: Rc<Worker>,
+    timer: Rc<ConnTimer>,
+    /// Stream tasks alive.
+    open: Cell<u32>,
+    /// Of those, the ones running application code.
+    busy: Cell<u32>,
+}
+
+impl Activity {
+    pub(super) fn new(worker: Rc<Worker>, timer: Rc<ConnTimer>) -> Activity {
+        Activity { worker, timer, open: Cell::new(0), busy: Cell::new(0) }
+    }
+
+    /// Arms the deadline the counters call for.
+    pub(super) fn rearm(&self) {
+        let config = &self.worker.config;
+        if self.busy.get() > 0 {
+            self.timer.arm(Wait::Busy, u64::MAX);
+        } else if self.open.get() > 0 {
+            self.timer.arm(Wait::Streams, self.worker.deadline_after(config.io_timeout));
+        } else {
+            self.timer.arm(Wait::Idle, self.worker.deadline_after(config.idle_timeout));
+        }
+    }
+
+    /// A stream moved (bytes in, window capacity out): the I/O deadline
+    /// starts again.
+    pub(super) fn progress(&self) {
+        if self.busy.get() == 0 {
+            self.rearm();
+        }
+    }
+
+    /// Counts a stream task until the guard drops.
+    pub(super) fn open_stream(&self) -> OpenGuard<'_> {
+        self.open.set(self.open.get() + 1);
+        self.rearm();
+        OpenGuard { activity: self }
+    }
+
+    /// Counts application code running until the guard drops.
+    pub(super) fn busy(&self) -> BusyGuard<'_> {
+        self.busy.set(self.busy.get() + 1);
+        self.rearm();
+        BusyGuard { activity: self }
+    }
+
+    /// Marks application code waiting on the client (a streaming handler
+    /// reading its body) until the guard drops.
+    pub(super) fn waiting_on_client(&self) -> WaitGuard<'_> {
+        self.busy.set(self.busy.get().saturating_sub(1));
+        self.rearm();
+        WaitGuard { activity: self }
+    }
+}
+
+/// See [`Activity::open_stream`].
+pub(super) struct OpenGuard<'a> {
+    activity: &'a Activity,
+}
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        let open = &self.activity.open;
+        open.set(open.get().saturating_sub(1));
+        self.activity.rearm();
+    }
+}
+
+/// See [`Activity::busy`].
+pub(super) struct BusyGuard<'a> {
+    activity: &'a Activity,
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        let busy = &self.activity.busy;
+        busy.set(busy.get().saturating_sub(1));
+        self.activity.rearm();
+    }
+}
+
+/// See [`Activity::waiting_on_client`].
+pub(super) struct WaitGuard<'a> {
+    activity: &'a Activity,
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        let busy = &self.activity.busy;
+        busy.set(busy.get() + 1);
+        self.activity.rearm();
+    }
+}

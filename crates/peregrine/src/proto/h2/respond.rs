@@ -1,0 +1,233 @@
+//! Sends a [`Response`] on an HTTP/2 stream: the head as one HEADERS frame,
+//! the body as DATA frames within the flow-control windows, the trailers
+//! (if any) as the closing HEADERS frame.
+//!
+//! A small in-memory body is handed to `h2` at once (it fits the initial
+//! window, so it leaves in the same write as the head). Larger bodies and
+//! streamed ones go out piece by piece, each piece waiting for window
+//! capacity, and a stream's next chunk is asked for only when the one
+//! before has been taken: a client that does not read holds at most
+//! `max_send_buffer_bytes` per stream in the server, then its stream's
+//! producer waits.
+
+use std::borrow::Cow;
+use std::future::poll_fn;
+use std::pin::pin;
+
+use bytes::Bytes;
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use h2::server::SendResponse;
+use h2::SendStream;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
+
+use super::activity::Activity;
+use crate::http::date::DateBlock;
+use crate::response::canned;
+use crate::response::{BodyStream, Response, Trailers};
+
+/// Bodies up to this size are queued whole; larger ones wait for window
+/// capacity piece by piece. The protocol's initial window is 64 KiB - 1.
+const QUEUE_WHOLE: usize = 16 * 1024;
+
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2); the server writes none of them
+/// itself, and drops a handler's rather than break the stream.
+fn connection_specific(name: &str) -> bool {
+    ["keep-alive", "proxy-connection", "upgrade", "te"].iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Adds `(name, value)` pairs that passed the response's header checks.
+/// Returns `false` if one is still not a valid HTTP/2 field.
+fn add_fields<'h>(map: &mut HeaderMap, fields: impl Iterator<Item = (&'h str, &'h str)>) -> bool {
+    for (name, value) in fields {
+        if connection_specific(name) {
+            continue;
+        }
+        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            (Ok(name), Ok(value)) => {
+                map.append(name, value);
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The response head: status, `server`, `content-type`, the handler's
+/// headers, `date` and, for a body in memory, `content-length`.
+fn head(response: &Response, date: &DateBlock, length: Option<usize>) -> Option<http::Response<()>> {
+    let mut head = http::Response::new(());
+    *head.status_mut() = http::StatusCode::from(response.status_code());
+    let headers = head.headers_mut();
+    headers.insert(SERVER, HeaderValue::from_static("peregrine"));
+    let content_type = response.header_value("content-type").unwrap_or(crate::response::TEXT_UTF8);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_str(content_type).ok()?);
+    if !add_fields(headers, response.headers()) {
+        return None;
+    }
+    // The block is `Date: <29 bytes>\r\n\r\n`.
+    if let Ok(value) = HeaderValue::from_bytes(&date[6..35]) {
+        headers.insert(DATE, value);
+    }
+    if let Some(length) = length {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    Some(head)
+}
+
+/// Sends `response` on the stream `respond` answers. `head_only` for
+/// `HEAD`: the head with the body's length, no body.
+pub(super) async fn send(
+    respond: &mut SendResponse<Bytes>,
+    mut response: Response,
+    head_only: bool,
+    date: &DateBlock,
+    activity: &Activity,
+) {
+    let stream = response.take_stream();
+    let body = response.take_body();
+    let trailers = response.take_trailers();
+    let length = if stream.is_some() { None } else { Some(body.len()) };
+    let head = match head(&response, date, length) {
+        Some(head) => head,
+        None => {
+            tracing::error!("refusing a response with a header HTTP/2 cannot carry");
+            let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
+            match self::head(&canned, date, Some(canned.body().len())) {
+                Some(head) => {
+                    return send_whole(respond, head, canned.body().to_vec().into(), activity).await
+                }
+                None => return,
+            }
+        }
+    };
+    if head_only {
+        let _ = respond.send_response(head, true);
+        return;
+    }
+    match stream {
+        Some(stream) => {
+            let Ok(mut send) = respond.send_response(head, false) else { return };
+            if send_stream(&mut send, stream, activity).await.is_ok() {
+                finish(&mut send, trailers);
+            }
+        }
+        None if trailers.is_empty() => send_whole(respond, head, body, activity).await,
+        None => {
+            let Ok(mut send) = respond.send_response(head, false) else { return };
+            if send_data(&mut send, into_bytes(body), false, activity).await.is_ok() {
+                finish(&mut send, trailers);
+            }
+        }
+    }
+}
+
+/// A head and a body in memory, ending the stream.
+async fn send_whole(
+    respond: &mut SendResponse<Bytes>,
+    head: http::Response<()>,
+    body: Cow<'static, [u8]>,
+    activity: &Activity,
+) {
+    let Ok(mut send) = respond.send_response(head, body.is_empty()) else { return };
+    if !body.is_empty() {
+        let _ = send_data(&mut send, into_bytes(body), true, activity).await;
+    }
+}
+
+fn into_bytes(body: Cow<'static, [u8]>) -> Bytes {
+    match body {
+        Cow::Borrowed(b) => Bytes::from_static(b),
+        Cow::Owned(v) => Bytes::from(v),
+    }
+}
+
+/// Ends the stream, with the trailers if there are any (computed ones
+/// computed now that the body is sent).
+fn finish(send: &mut SendStream<Bytes>, trailers: Trailers) {
+    let trailers = trailers.finish();
+    if trailers.is_empty() {
+        let _ = send.send_data(Bytes::new(), true);
+        return;
+    }
+    let mut map = HeaderMap::with_capacity(trailers.len());
+    if add_fields(&mut map, trailers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()))) {
+        let _ = send.send_trailers(map);
+    } else {
+        // The body is sent: a reset is how the client learns it failed.
+        send.send_reset(h2::Reason::INTERNAL_ERROR);
+    }
+}
+
+/// Sends a body in memory: small at once, large piece by piece as the
+/// windows open.
+async fn send_data(
+    send: &mut SendStream<Bytes>,
+    data: Bytes,
+    end: bool,
+    activity: &Activity,
+) -> Result<(), h2::Error> {
+    if data.len() <= QUEUE_WHOLE {
+        return send.send_data(data, end);
+    }
+    send_paced(send, data, end, activity).await
+}
+
+/// Sends `data` piece by piece, each piece once the windows and the
+/// stream's send buffer have room for it.
+async fn send_paced(
+    send: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+    activity: &Activity,
+) -> Result<(), h2::Error> {
+    while !data.is_empty() {
+        send.reserve_capacity(data.len());
+        let granted = match poll_fn(|cx| send.poll_capacity(cx)).await {
+            Some(granted) => granted?,
+            // The stream closed (the client reset it).
+            None => return Err(h2::Error::from(h2::Reason::CANCEL)),
+        };
+        if granted == 0 {
+            continue;
+        }
+        activity.progress();
+        let piece = data.split_to(granted.min(data.len()));
+        send.send_data(piece, end && data.is_empty())?;
+    }
+    Ok(())
+}
+
+/// Sends a streamed body: a chunk is asked for only after the one before
+/// was granted window capacity. A reset from the client ends it at once,
+/// even while the producer waits.
+async fn send_stream(
+    send: &mut SendStream<Bytes>,
+    stream: BodyStream,
+    activity: &Activity,
+) -> Result<(), ()> {
+    let mut chunks = stream.0;
+    loop {
+        let next = {
+            let _busy = activity.busy();
+            let next = pin!(chunks.next());
+            let reset = pin!(poll_fn(|cx| send.poll_reset(cx)));
+            match select(next, reset).await {
+                Either::Left((next, _)) => next,
+                Either::Right(_) => return Err(()),
+            }
+        };
+        match next {
+            Some(Ok(chunk)) if chunk.is_empty() => {}
+            Some(Ok(chunk)) => send_paced(send, chunk, false, activity).await.map_err(|_| ())?,
+            Some(Err(e)) => {
+                // The status is sent: a reset is how the client learns the
+                // body is cut.
+                tracing::warn!(error = %e, "streamed response body failed");
+                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+            None => return Ok(()),
+        }
+    }
+}

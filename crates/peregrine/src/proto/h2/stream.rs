@@ -1,0 +1,156 @@
+//! One HTTP/2 stream, on its own task: the request head becomes an
+//! [`OwnedRequest`], the body is framed the way the route wants it
+//! (buffered, streamed or not read at all), the pipeline runs the endpoint
+//! and the response goes back on the stream.
+//!
+//! A client that resets the stream cancels the handler: its future is
+//! dropped at the reset, so resets cannot pile up work (rapid reset).
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures_util::future::{select, Either};
+use h2::server::SendResponse;
+use h2::RecvStream;
+use http::request::Parts;
+
+use super::body::{self, Refused, StreamedBody};
+use super::{respond, Activity, Shared};
+use crate::body::Body;
+use crate::http::uri;
+use crate::http::Version;
+use crate::pipeline::{self, BodyUse};
+use crate::request::OwnedRequest;
+use crate::response::canned;
+use crate::response::Response;
+use crate::router::Lookup;
+
+/// Serves the stream `request` opened; `respond` answers it.
+pub(super) async fn serve<S: 'static>(
+    request: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    shared: Rc<Shared<S>>,
+) {
+    let activity = &shared.activity;
+    let _open = activity.open_stream();
+    let (parts, recv) = request.into_parts();
+    let head_only = parts.method == http::Method::HEAD;
+    let mut req = owned_request(&parts, shared.peer);
+    let router = &shared.router;
+    let config = &shared.worker.config;
+
+    // The same rule as HTTP/1.1's: a path that is not in its one canonical
+    // spelling (a dot segment, an escaped unreserved character) is refused
+    // before routing, never normalised.
+    let response = if let Some(why) = uri::path_error(req.path().as_bytes()) {
+        drop(recv);
+        Some(Response::canned(canned::Canned::bad_request(why)))
+    } else if recv.is_end_stream() {
+        drop(recv);
+        until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
+    } else {
+        let (_, body_use) = pipeline::route(router, req.method(), req.path());
+        match body_use {
+            BodyUse::Streamed => serve_streamed(req, recv, &shared, &mut respond).await,
+            BodyUse::Buffered if declared_length(&parts) > Some(config.max_body_bytes) => {
+                Some(Response::canned(canned::BODY_TOO_LARGE))
+            }
+            BodyUse::Buffered => match body::read_to_end(recv, config.max_body_bytes, activity).await {
+                Ok(body) => {
+                    *req.body_mut() = body;
+                    until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity)
+                        .await
+                }
+                Err(Refused::Cut) => None,
+                Err(refused) => Some(Response::canned(refused.canned())),
+            },
+            // Nobody reads the body: dropping it tells `h2` to refuse the
+            // rest once the answer is sent.
+            BodyUse::Unrouted => {
+                drop(recv);
+                until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
+            }
+        }
+    };
+    // `None`: the client reset the stream; nobody is left to answer.
+    if let Some(response) = response {
+        respond::send(&mut respond, response, head_only, &shared.worker.date(), activity).await;
+    }
+}
+
+/// Runs a streaming endpoint, its body read from `recv` as the handler
+/// asks for it.
+async fn serve_streamed<S: 'static>(
+    req: OwnedRequest,
+    recv: RecvStream,
+    shared: &Rc<Shared<S>>,
+    respond: &mut SendResponse<Bytes>,
+) -> Option<Response> {
+    let router = &shared.router;
+    let prepared = {
+        let (lookup, _) = pipeline::route(router, req.method(), req.path());
+        let params = match &lookup {
+            Lookup::Found { params, .. } => Some(*params),
+            _ => None,
+        };
+        req.with_view(params, |view| pipeline::prepare_stream(&lookup, view, router.state()))
+    };
+    let consumer = match prepared {
+        Ok(consumer) => consumer,
+        Err(rejection) => return Some(rejection),
+    };
+    let limit = shared.worker.config.max_stream_body_bytes;
+    let body = Rc::new(StreamedBody::new(recv, limit, Rc::clone(&shared.activity)));
+    let handler = pipeline::run_handler(consumer(Body::new(Rc::clone(&body) as _)));
+    let response = until_reset(handler, respond, &shared.activity).await?;
+    // One failure, one answer: the server's, as on HTTP/1.1.
+    match body.refused() {
+        None => Some(response),
+        Some(Refused::Cut) => None,
+        Some(refused) => Some(Response::canned(refused.canned())),
+    }
+}
+
+/// Runs application code until it answers, or until the client resets the
+/// stream (then `None`, and the future is dropped).
+async fn until_reset(
+    answer: impl Future<Output = Response>,
+    respond: &mut SendResponse<Bytes>,
+    activity: &Activity,
+) -> Option<Response> {
+    let _busy = activity.busy();
+    let answer = pin!(answer);
+    let reset = pin!(poll_fn(|cx| respond.poll_reset(cx)));
+    match select(answer, reset).await {
+        Either::Left((response, _)) => Some(response),
+        Either::Right(_) => None,
+    }
+}
+
+/// The request as handlers see it. `:authority` becomes `host` when the
+/// client sent no `host` field, so code written for HTTP/1.1 finds it.
+fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
+    let mut headers: Vec<(Box<str>, Box<[u8]>)> = Vec::with_capacity(parts.headers.len() + 1);
+    if let Some(authority) = parts.uri.authority() {
+        if !parts.headers.contains_key(http::header::HOST) {
+            headers.push(("host".into(), authority.as_str().as_bytes().into()));
+        }
+    }
+    headers.extend(parts.headers.iter().map(|(name, value)| (name.as_str().into(), value.as_bytes().into())));
+    OwnedRequest::from_parts(
+        peer,
+        parts.method.as_str(),
+        parts.uri.path(),
+        parts.uri.query(),
+        Version::Http2,
+        headers,
+    )
+}
+
+/// The `content-length` the client declared (`h2` checks the DATA frames
+/// against it).
+fn declared_length(parts: &Parts) -> Option<u64> {
+    parts.headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
