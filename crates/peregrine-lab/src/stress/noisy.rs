@@ -7,9 +7,17 @@
 //! more than 10% over tens of seconds. Valid load is wrk on `--path`; noise
 //! runs at `--noise-share` of the clean rate measured in the first phase, a
 //! quarter of it each kind. Checked: the median over pairs of noisy/clean
-//! valid throughput is at least `--min-ratio`, wrk saw no errors, every
-//! noise request got the right status (404, 405, 400 or 501), and the
-//! server is still up.
+//! valid requests per server CPU-second is at least `--min-ratio`, wrk saw
+//! no errors, every noise request got the right status (404, 405, 400 or
+//! 501), and the server is still up.
+//!
+//! Why per CPU-second and not per second: on two cores the server is not
+//! saturated here (76–91% busy in CI), so valid req/s is set partly by wrk,
+//! and the noise generator shares wrk's CPU. In CI that bias plus drift put
+//! the req/s median at 0.876 in one run of four (0.91–0.93 in the others)
+//! with no change to the server. What noise must not do is make the server
+//! spend its CPU on anything but valid work, which is what the CPU-second
+//! ratio measures; the req/s ratios are still printed beside it.
 
 use clap::Args as ClapArgs;
 
@@ -24,8 +32,8 @@ pub struct Args {
     /// Total seconds, split evenly over the phases.
     #[arg(long, default_value_t = 30)]
     duration: u32,
-    /// Clean/noisy pairs of phases; the median of the pairs' ratios is
-    /// compared with --min-ratio.
+    /// Clean/noisy pairs of phases; the median of the pairs' ratios (valid
+    /// requests per server CPU-second) is compared with --min-ratio.
     #[arg(long, default_value_t = 5)]
     pairs: u32,
     /// Valid load: path and wrk connections.
@@ -42,7 +50,8 @@ pub struct Args {
     /// CPU list for the noise generator (default: the load CPU).
     #[arg(long)]
     noise_cpu: Option<String>,
-    /// Fail when noisy throughput falls below this share of clean.
+    /// Fail when valid requests per server CPU-second under noise fall below
+    /// this share of clean.
     #[arg(long, default_value_t = 0.90)]
     min_ratio: f64,
 }
@@ -61,14 +70,16 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
 
     let wrk = Wrk::new(server.url(&args.path), args.connections, phase_secs);
     let (mut clean_requests, mut noisy_requests, mut errors) = (0u64, 0u64, 0u64);
-    let mut pair_ratios = Vec::new();
+    let (mut pair_ratios, mut pair_cpu_ratios) = (Vec::new(), Vec::new());
     let (mut clean_secs, mut noisy_secs) = (0f64, 0f64);
+    let (mut clean_cpu, mut noisy_cpu) = (0f64, 0f64);
     let mut noise_stats = NoiseStats::default();
     let mut rate = 0.0;
     for pair in 0..args.pairs.max(1) {
         let cpu_before = procfs::cpu_secs(pid)?;
         let clean = wrk.run(&target.load_cpu)?;
-        let clean_busy = (procfs::cpu_secs(pid)? - cpu_before) / clean.duration_secs.max(1e-9);
+        let clean_cpu_secs = procfs::cpu_secs(pid)? - cpu_before;
+        let clean_busy = clean_cpu_secs / clean.duration_secs.max(1e-9);
         println!(
             "  clean phase {}: {:.0} req/s, server CPU {:.0}% busy",
             pair + 1,
@@ -92,7 +103,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             noise_task.await.unwrap_or_default()
         })?;
         let noisy = running.finish()?;
-        let noisy_busy = (procfs::cpu_secs(pid)? - cpu_before) / noisy.duration_secs.max(1e-9);
+        let noisy_cpu_secs = procfs::cpu_secs(pid)? - cpu_before;
+        let noisy_busy = noisy_cpu_secs / noisy.duration_secs.max(1e-9);
         println!(
             "  noisy phase {}: {:.0} req/s valid, {} noise requests, server CPU {:.0}% busy",
             pair + 1,
@@ -102,6 +114,12 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         );
         noisy_requests += noisy.total_requests;
         pair_ratios.push(ratio(noisy.requests_per_sec, clean.requests_per_sec));
+        pair_cpu_ratios.push(ratio(
+            noisy.total_requests as f64 / noisy_cpu_secs.max(1e-9),
+            clean.total_requests as f64 / clean_cpu_secs.max(1e-9),
+        ));
+        clean_cpu += clean_cpu_secs;
+        noisy_cpu += noisy_cpu_secs;
         noisy_secs += noisy.duration_secs;
         errors += noisy.error_count();
         for k in 0..4 {
@@ -113,18 +131,23 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     }
     let clean_rps = clean_requests as f64 / clean_secs.max(1e-9);
     let noisy_rps = noisy_requests as f64 / noisy_secs.max(1e-9);
+    let clean_per_cpu = clean_requests as f64 / clean_cpu.max(1e-9);
+    let noisy_per_cpu = noisy_requests as f64 / noisy_cpu.max(1e-9);
     // Throughput here drifts by more than the effect measured, over seconds;
     // adjacent short phases see the same drift, so each pair's ratio is
     // compared and the median taken.
-    let kept = median(&pair_ratios);
-    report.figure("valid req/s, clean phases", format!("{clean_rps:.0}"));
-    report.figure("valid req/s, noisy phases", format!("{noisy_rps:.0}"));
-    report.figure("noisy / clean, all phases pooled", format!("{:.3}", ratio(noisy_rps, clean_rps)));
+    let kept = median(&pair_cpu_ratios);
+    let joined = |ratios: &[f64]| ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(", ");
+    report.figure("valid req/s, clean / noisy phases", format!("{clean_rps:.0} / {noisy_rps:.0}"));
+    report.figure("noisy / clean req/s, all phases pooled", format!("{:.3}", ratio(noisy_rps, clean_rps)));
+    report.figure("noisy / clean req/s per pair", joined(&pair_ratios));
+    report.figure("noisy / clean req/s, median of pairs", format!("{:.3}", median(&pair_ratios)));
     report.figure(
-        "noisy / clean per pair",
-        pair_ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(", "),
+        "valid req per server CPU-s, clean / noisy phases",
+        format!("{clean_per_cpu:.0} / {noisy_per_cpu:.0}"),
     );
-    report.figure("noisy / clean, median of pairs", format!("{kept:.3}"));
+    report.figure("noisy / clean req per CPU-s per pair", joined(&pair_cpu_ratios));
+    report.figure("noisy / clean req per CPU-s, median of pairs", format!("{kept:.3}"));
     report.figure("noise rate target (req/s)", format!("{rate:.0}"));
     for kind in Noise::ALL {
         let k = kind as usize;
@@ -133,7 +156,10 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             format!("{} sent, {} answered right", noise_stats.sent[k], noise_stats.answered_right[k]),
         );
     }
-    report.check(kept >= args.min_ratio, format!("valid throughput kept {kept:.3} >= {}", args.min_ratio));
+    report.check(
+        kept >= args.min_ratio,
+        format!("valid requests per server CPU-second kept {kept:.3} >= {}", args.min_ratio),
+    );
     report.check(errors == 0, format!("no errors on valid requests ({errors})"));
     report.check(
         noise_stats.wrong_count == 0,
