@@ -181,8 +181,11 @@ pub(crate) async fn serve<S: 'static>(
         upgrade: None,
     };
     loop {
-        if let Some(on_upgrade) = conn.upgrade.take() {
-            return conn.switch_protocols(stream, on_upgrade).await;
+        // Tested before taken: `take` writes the slot back every request.
+        if conn.upgrade.is_some() {
+            if let Some(on_upgrade) = conn.upgrade.take() {
+                return conn.switch_protocols(stream, on_upgrade).await;
+            }
         }
         if conn.pending.is_some() && !conn.send_pending(&mut stream).await {
             return conn.close(stream).await;
