@@ -366,3 +366,23 @@ fn non_canonical_paths_are_refused_as_on_http1() {
         assert_eq!(exchange(&mut c, request("GET", "/plaintext"), b"").await.body, b"Hello, World!");
     });
 }
+
+/// Requests answered in the connection's own task (no stream task opens
+/// and closes) still count as activity: a connection kept busy well past
+/// the idle timeout stays open, and once it falls silent it is closed.
+#[test]
+fn a_busy_connection_outlives_the_idle_timeout_and_an_idle_one_does_not() {
+    let mut config = common::config();
+    config.idle_timeout = Duration::from_millis(500);
+    let server = start_with(config, Arc::default());
+    block_on(async {
+        let mut c = connect(server.local_addr()).await;
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(3) {
+            assert_eq!(exchange(&mut c, request("GET", "/plaintext"), b"").await.status, 200);
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(c.clone().ready().await.is_err(), "an idle HTTP/2 connection outlived its idle timeout");
+    });
+}

@@ -75,6 +75,69 @@ fn head(response: &Response, date: &DateBlock, length: Option<usize>) -> Option<
     Some(head)
 }
 
+/// Whether sending `response` can wait for window capacity: a streamed
+/// body, or one too large to queue whole. Any other response is sent at
+/// once by [`send_at_once`].
+pub(super) fn needs_pacing(response: &Response) -> bool {
+    response.is_streaming() || response.body().len() > QUEUE_WHOLE
+}
+
+/// The head for `response`, or, when a header cannot be carried by
+/// HTTP/2, a `500` instead (its head and body).
+fn head_or_refusal(
+    response: &Response,
+    date: &DateBlock,
+    length: Option<usize>,
+) -> Result<http::Response<()>, Option<(http::Response<()>, Bytes)>> {
+    if let Some(head) = head(response, date, length) {
+        return Ok(head);
+    }
+    tracing::error!("refusing a response with a header HTTP/2 cannot carry");
+    let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
+    Err(self::head(&canned, date, Some(canned.body().len()))
+        .map(|head| (head, Bytes::copy_from_slice(canned.body()))))
+}
+
+/// Sends what [`head_or_refusal`] gave instead of a response (small: it
+/// is queued at once).
+fn send_refusal(respond: &mut SendResponse<Bytes>, refusal: Option<(http::Response<()>, Bytes)>) {
+    let Some((head, body)) = refusal else { return };
+    if let Ok(mut send) = respond.send_response(head, false) {
+        let _ = send.send_data(body, true);
+    }
+}
+
+/// Sends a response that does not [need pacing](needs_pacing): every
+/// frame is queued now, nothing waits. `head_only` for `HEAD`.
+pub(super) fn send_at_once(
+    respond: &mut SendResponse<Bytes>,
+    mut response: Response,
+    head_only: bool,
+    date: &DateBlock,
+) {
+    debug_assert!(!needs_pacing(&response));
+    let body = response.take_body();
+    let trailers = response.take_trailers();
+    let head = match head_or_refusal(&response, date, Some(body.len())) {
+        Ok(head) => head,
+        Err(refusal) => return send_refusal(respond, refusal),
+    };
+    if head_only {
+        let _ = respond.send_response(head, true);
+        return;
+    }
+    let ends_with_head = body.is_empty() && trailers.is_empty();
+    let Ok(mut send) = respond.send_response(head, ends_with_head) else { return };
+    if ends_with_head {
+        return;
+    }
+    if trailers.is_empty() {
+        let _ = send.send_data(into_bytes(body), true);
+    } else if send.send_data(into_bytes(body), false).is_ok() {
+        finish(&mut send, trailers);
+    }
+}
+
 /// Sends `response` on the stream `respond` answers. `head_only` for
 /// `HEAD`: the head with the body's length, no body.
 pub(super) async fn send(
@@ -84,22 +147,16 @@ pub(super) async fn send(
     date: &DateBlock,
     activity: &Activity,
 ) {
+    if !needs_pacing(&response) {
+        return send_at_once(respond, response, head_only, date);
+    }
     let stream = response.take_stream();
     let body = response.take_body();
     let trailers = response.take_trailers();
     let length = if stream.is_some() { None } else { Some(body.len()) };
-    let head = match head(&response, date, length) {
-        Some(head) => head,
-        None => {
-            tracing::error!("refusing a response with a header HTTP/2 cannot carry");
-            let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
-            match self::head(&canned, date, Some(canned.body().len())) {
-                Some(head) => {
-                    return send_whole(respond, head, canned.body().to_vec().into(), activity).await
-                }
-                None => return,
-            }
-        }
+    let head = match head_or_refusal(&response, date, length) {
+        Ok(head) => head,
+        Err(refusal) => return send_refusal(respond, refusal),
     };
     if head_only {
         let _ = respond.send_response(head, true);
