@@ -86,6 +86,19 @@ struct Route<S> {
     unmatched: Option<Endpoint<S>>,
 }
 
+impl<S> Route<S> {
+    /// Recomputes `allow` from the endpoints, and the `405` behind the
+    /// route's middleware with it: a route that gains a method after
+    /// [`Router::layer`] (merged or added later) must not answer with the
+    /// `Allow` of before (RFC 9110 §15.5.6: the methods it supports now).
+    fn refresh_allow(&mut self) {
+        self.allow = allow_header(&self.endpoints);
+        if let Some(Endpoint::Layered(layered)) = &mut self.unmatched {
+            layered.inner = Rc::new(method_not_allowed(self.allow.clone()));
+        }
+    }
+}
+
 struct MethodEndpoint<S> {
     /// `None`: every method ([`Router::any`]).
     method: Option<Method>,
@@ -343,6 +356,7 @@ impl<S: 'static> Router<S> {
             if let Some(target) = self.routes.iter_mut().find(|r| r.shape.same_shape(&shape)) {
                 if target.unmatched.is_none() {
                     target.unmatched = Some(unmatched.with_pattern(&shape));
+                    target.refresh_allow();
                 }
             }
         }
@@ -394,7 +408,7 @@ impl<S: 'static> Router<S> {
         // under (nesting adds a prefix).
         let endpoint = endpoint.with_pattern(&pattern);
         route.endpoints.push(MethodEndpoint { method, pattern, endpoint });
-        route.allow = allow_header(&route.endpoints);
+        route.refresh_allow();
         // Static routes first, so a literal path beats a pattern.
         self.routes.sort_by_key(|r| !r.shape.is_literal());
         self

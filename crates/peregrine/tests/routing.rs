@@ -80,3 +80,25 @@ fn nested_routes_live_under_the_prefix_with_the_outer_state() {
     assert_eq!(call(&mut c, "GET", "/api/", "").0, 404);
     server.shutdown();
 }
+
+/// A route behind middleware answers a method it lacks with a `405` whose
+/// `Allow` lists what the route serves after everything was merged, not
+/// what it served when the layer went on.
+#[test]
+fn a_layered_route_lists_methods_added_after_the_layer() {
+    let app = || {
+        let layered = Router::with_state("outer")
+            .get("/r", || "get")
+            .layer(peregrine::middleware::from_fn(|req, next: peregrine::middleware::Next| next.run(req)));
+        layered.merge(Router::with_state("outer").post("/r", || "post")).put("/r", || "put")
+    };
+    let server = Server::with_config(config())
+        .spawn("127.0.0.1:0", move |_| async move { app() })
+        .expect("test server starts");
+    let mut c = Client::connect(server.local_addr());
+    let r = c.roundtrip(b"DELETE /r HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("GET, POST, PUT, HEAD"));
+    assert_eq!(call(&mut c, "POST", "/r", ""), (200, "post".into()));
+    assert_eq!(call(&mut c, "PUT", "/r", ""), (200, "put".into()));
+}
