@@ -7,13 +7,14 @@
 //! `h2load` for HTTP/2) and with purpose-built clients ([`clients`],
 //! [`h2client`]), prints its figures, and exits 1 when a limit is broken.
 //! `--protocol` ([`protocol`]) chooses cleartext HTTP/1.1, TLS, h2 or h2c
-//! for overload, noisy and shutdown. The limits are flags with the issue's
-//! numbers as defaults, so a run on slower hardware can state what it held
-//! to.
+//! for overload, noisy and shutdown; idle measures all four. The limits are
+//! flags with the numbers as defaults, so a run on slower hardware
+//! can state what it held to.
 
 mod clients;
 mod faults;
 mod h2client;
+mod idle;
 mod load;
 mod noisy;
 mod overload;
@@ -67,6 +68,10 @@ enum Scenario {
     /// SIGTERM under load: in-flight requests finish (no truncated
     /// response) and the server exits 0 within 5 s.
     Shutdown(shutdown::Args),
+    /// 2,000 idle connections per protocol (h1, tls, h2, h2c), one request
+    /// each: resident memory per idle connection, and every file
+    /// descriptor back after they close.
+    Idle(idle::Args),
     /// One client process of an overload run (started by `overload`).
     #[command(hide = true)]
     Client(overload::ClientArgs),
@@ -78,7 +83,7 @@ pub fn run(args: StressArgs) -> ExitCode {
     }
     let speaks_others = matches!(
         args.scenario,
-        Scenario::Overload(_) | Scenario::Noisy(_) | Scenario::Shutdown(_)
+        Scenario::Overload(_) | Scenario::Noisy(_) | Scenario::Shutdown(_) | Scenario::Idle(_)
     );
     if args.target.protocol != protocol::Protocol::H1 && !speaks_others {
         eprintln!("peregrine-lab stress: this scenario speaks only --protocol h1 (so far)");
@@ -91,6 +96,7 @@ pub fn run(args: StressArgs) -> ExitCode {
         Scenario::Soak(a) => soak::run(&args.target, a),
         Scenario::Faults(a) => faults::run(&args.target, a),
         Scenario::Shutdown(a) => shutdown::run(&args.target, a),
+        Scenario::Idle(a) => idle::run(&args.target, a),
         Scenario::Client(_) => unreachable!("handled above"),
     };
     let report = match result {
