@@ -127,7 +127,12 @@ impl Target {
 
     /// A URL for `path` on the listener of `--protocol`, for wrk or h2load.
     pub fn load_url(&self, path: &str) -> String {
-        format!("{}://{}{path}", self.protocol.scheme(), self.addr_of(self.protocol))
+        self.url_of(self.protocol, path)
+    }
+
+    /// A URL for `path` on the listener of `protocol`.
+    pub fn url_of(&self, protocol: Protocol, path: &str) -> String {
+        format!("{}://{}{path}", protocol.scheme(), self.addr_of(protocol))
     }
 
     /// Opens the lab's own client connections speaking `protocol`.
