@@ -276,3 +276,76 @@ pub async fn probe(connector: &Connector, path: &str) -> Result<u16, String> {
         Err(_) => Err("no answer within 10 s".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stress::clients::block_on;
+    use crate::stress::protocol::Protocol;
+
+    /// An h2c server answering by path: `/ok` 200 "hi", `/refuse`
+    /// REFUSED_STREAM, `/reset` INTERNAL_ERROR, `/cut` a body reset
+    /// midway, `/bye` 200 then GOAWAY.
+    async fn server(listener: tokio::net::TcpListener) {
+        let Ok((socket, _)) = listener.accept().await else { return };
+        let Ok(mut conn) = h2::server::handshake(socket).await else { return };
+        while let Some(Ok((request, mut respond))) = conn.accept().await {
+            let ok = http::Response::new(());
+            match request.uri().path() {
+                "/refuse" => respond.send_reset(h2::Reason::REFUSED_STREAM),
+                "/reset" => respond.send_reset(h2::Reason::INTERNAL_ERROR),
+                "/cut" => {
+                    if let Ok(mut body) = respond.send_response(ok, false) {
+                        let _ = body.send_data(Bytes::from_static(b"half"), false);
+                        // Reset once the client has the head: a reset
+                        // arriving with it would lose the head too.
+                        tokio::task::spawn_local(async move {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            body.send_reset(h2::Reason::INTERNAL_ERROR);
+                        });
+                    }
+                }
+                path => {
+                    if let Ok(mut body) = respond.send_response(ok, false) {
+                        let _ = body.send_data(Bytes::from_static(b"hi"), true);
+                    }
+                    if path == "/bye" {
+                        conn.graceful_shutdown();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn outcomes_tell_refused_reset_truncated_and_goaway_apart() {
+        let outcomes = block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            tokio::task::spawn_local(server(listener));
+            let connector = Connector::new(Protocol::H2c, addr, None).expect("connector");
+            let conn = connect(&connector).await.expect("h2c connection");
+            let authority = addr.to_string();
+            let mut seen = Vec::new();
+            for path in ["/ok", "/refuse", "/reset", "/cut", "/bye"] {
+                seen.push(get(&conn.send, &authority, "http", path).await);
+            }
+            // Give the GOAWAY time to arrive, then the connection takes no
+            // new stream.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            seen.push(get(&conn.send, &authority, "http", "/ok").await);
+            seen
+        })
+        .expect("runtime");
+        assert!(matches!(outcomes[0], Outcome::Answered(200)), "{:?}", outcomes[0]);
+        assert!(matches!(outcomes[1], Outcome::Refused(false)), "{:?}", outcomes[1]);
+        assert!(matches!(outcomes[2], Outcome::Unanswered(_)), "{:?}", outcomes[2]);
+        assert!(matches!(outcomes[3], Outcome::Truncated(_)), "{:?}", outcomes[3]);
+        assert!(matches!(outcomes[4], Outcome::Answered(200)), "{:?}", outcomes[4]);
+        match &outcomes[5] {
+            Outcome::NotSent(e) => assert!(e.is_go_away() || e.is_io(), "{e:?}"),
+            Outcome::Refused(true) => {}
+            other => panic!("a request after GOAWAY was {other:?}"),
+        }
+    }
+}

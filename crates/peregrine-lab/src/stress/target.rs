@@ -81,6 +81,9 @@ impl Target {
         protocols: &[Protocol],
     ) -> Result<Target, String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+        if args.port.checked_add(3).is_none() {
+            return Err(format!("--port {} leaves no room for the three listeners after it", args.port));
+        }
         let ports: Vec<u16> = protocols.iter().map(|p| args.port + p.port_offset()).collect();
         for port in ports.iter().chain([&args.port]) {
             if accepts(SocketAddr::from(([127, 0, 0, 1], *port))) {
