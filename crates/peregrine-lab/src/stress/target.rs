@@ -67,9 +67,7 @@ impl Target {
     /// Starts the server with one worker and `extra` flags, serving
     /// `--protocol` too, and waits until it accepts connections.
     pub fn start(args: &TargetArgs, scenario: &str, extra: &[String]) -> Result<Target, String> {
-        let mut target = Target::start_serving(args, scenario, extra, &[args.protocol])?;
-        target.protocol = args.protocol;
-        Ok(target)
+        Target::start_serving(args, scenario, extra, &[args.protocol])
     }
 
     /// Starts the server with listeners for every one of `protocols`
@@ -85,8 +83,10 @@ impl Target {
             return Err(format!("--port {} leaves no room for the three listeners after it", args.port));
         }
         let ports: Vec<u16> = protocols.iter().map(|p| args.port + p.port_offset()).collect();
-        for port in ports.iter().chain([&args.port]) {
-            if accepts(SocketAddr::from(([127, 0, 0, 1], *port))) {
+        // Any protocol beyond h1 opens the listeners next to --port.
+        let opened = if protocols.iter().all(|p| *p == Protocol::H1) { 0 } else { 3 };
+        for port in args.port..=args.port + opened {
+            if accepts(SocketAddr::from(([127, 0, 0, 1], port))) {
                 return Err(format!("port {port} is already in use; pass another --port"));
             }
         }
