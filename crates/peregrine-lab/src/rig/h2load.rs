@@ -78,8 +78,14 @@ impl RunningH2load {
     pub fn finish(self) -> Result<H2loadReport, String> {
         let output = self.child.wait_with_output().map_err(|e| format!("waiting for h2load: {e}"))?;
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let mut report =
-            parse_output(&stdout).map_err(|e| format!("{e}\n--- h2load printed ---\n{stdout}"))?;
+        let mut report = parse_output(&stdout).map_err(|e| {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            format!(
+                "`{}` ({}): {e}\n--- h2load printed ---\n{stdout}{stderr}",
+                self.argv.join(" "),
+                output.status
+            )
+        })?;
         if !output.status.success() && report.succeeded == 0 {
             let stderr = String::from_utf8_lossy(&output.stderr);
             return Err(format!("`{}` failed ({}): {}", self.argv.join(" "), output.status, stderr.trim()));
@@ -111,6 +117,8 @@ pub struct H2loadReport {
     pub status: [u64; 4],
     /// Latency of every answered request, in milliseconds, from the log.
     pub latencies_ms: Vec<f64>,
+    /// The slowest request (`time for request:` max), in milliseconds.
+    pub request_max_ms: Option<f64>,
 }
 
 /// h2load's output did not have the shape this parser knows.
@@ -163,6 +171,12 @@ pub fn parse_output(text: &str) -> Result<H2loadReport, ParseError> {
                 report.status[class] = count;
             }
             codes = true;
+        } else if let Some(rest) = line.strip_prefix("time for request:") {
+            // "time for request:  241us  17.37ms  1.24ms  610us  81.19%": min, max, ...
+            let max = rest.split_whitespace().nth(1).unwrap_or_default();
+            report.request_max_ms = Some(
+                parse_secs(max).ok_or_else(|| ParseError(format!("max request time `{max}`")))? * 1000.0,
+            );
         }
     }
     if !(finished && requests && codes) {
@@ -184,10 +198,13 @@ fn counted(text: &str) -> Result<Vec<(u64, &str)>, ParseError> {
         .collect()
 }
 
-/// h2load prints its run time as seconds (`2.00s`), or ms for short runs.
+/// h2load prints times as seconds (`2.00s`), ms or us.
 fn parse_secs(text: &str) -> Option<f64> {
     if let Some(ms) = text.strip_suffix("ms") {
         return ms.parse::<f64>().ok().map(|v| v / 1000.0);
+    }
+    if let Some(us) = text.strip_suffix("us") {
+        return us.parse::<f64>().ok().map(|v| v / 1e6);
     }
     text.strip_suffix('s')?.parse().ok()
 }
@@ -232,6 +249,7 @@ time for request:      241us     17.37ms      1.24ms       610us    81.19%
         assert!((r.requests_per_sec - 49_964.5).abs() < 1e-6);
         assert_eq!((r.done, r.succeeded, r.failed, r.errored, r.timeout), (99_929, 99_800, 129, 0, 3));
         assert_eq!(r.status, [99_800, 0, 0, 129]);
+        assert_eq!(r.request_max_ms, Some(17.37));
     }
 
     #[test]

@@ -90,6 +90,7 @@ impl RunningLoad {
                     requests_per_sec: r.requests_per_sec,
                     latency_p50_ms: r.latency_p50_ms,
                     latency_p99_ms: r.latency_p99_ms,
+                    latency_max_ms: None,
                     non_2xx: r.non_2xx_3xx,
                     unavailable: None,
                     failed: r.socket_errors.connect + r.socket_errors.read + r.socket_errors.write,
@@ -108,6 +109,7 @@ impl RunningLoad {
                     requests_per_sec: r.requests_per_sec,
                     latency_p50_ms: answered.then_some(p50),
                     latency_p99_ms: answered.then_some(p99),
+                    latency_max_ms: r.request_max_ms,
                     non_2xx: r.status[1] + r.status[2] + r.status[3],
                     unavailable: Some(r.status[3]),
                     failed: r.failed + r.errored,
@@ -128,6 +130,8 @@ pub struct LoadReport {
     pub requests_per_sec: f64,
     pub latency_p50_ms: Option<f64>,
     pub latency_p99_ms: Option<f64>,
+    /// The slowest request, where the tool says (h2load).
+    pub latency_max_ms: Option<f64>,
     /// Answers that were not 2xx (wrk: not 2xx or 3xx).
     pub non_2xx: u64,
     /// 5xx answers, where the tool tells them apart (h2load).
