@@ -4,6 +4,7 @@
 //! - `server`: starting a server process pinned to a CPU, waiting for its
 //!   port, stopping it (and building it first);
 //! - `wrk`: the wrk command line, running it, parsing its report;
+//! - `h2load`: the same for nghttp2's HTTP/2 load generator;
 //! - `procfs`: CPU time, memory and open files of a process from `/proc`;
 //! - `dbcpu`: the CPU time of a PostgreSQL cluster on this machine;
 //! - `stats`: medians, spreads, ratios and percentiles;
@@ -23,6 +24,7 @@ pub mod client;
 pub mod cpu;
 pub mod dbcpu;
 pub mod fdlimit;
+pub mod h2load;
 pub mod load;
 pub mod procfs;
 pub mod server;

@@ -11,9 +11,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use http_probe::{self as probe, End, Framing};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
+
+use super::protocol::Connector;
 
 /// One HTTP response as the clients need it.
 #[derive(Debug, Clone)]
@@ -52,7 +54,10 @@ impl std::fmt::Display for ReadError {
 /// holding it to what these clients count on: a `Content-Length` (or no
 /// body by definition). Bytes read past its end stay in `buf` for the next
 /// call.
-pub async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Response, ReadError> {
+pub async fn read_response<S: AsyncRead + Unpin + ?Sized>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<Response, ReadError> {
     loop {
         let head = probe::async_io::read_head(stream, buf).await.map_err(|e| match e {
             probe::ReadError::Ended { end: End::Closed, received: 0 } => ReadError::Closed,
@@ -443,9 +448,11 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs `conns` keep-alive loops, each sending `GET path` (cycling through
 /// `paths`) and reading the answer, until `stop` turns true. A loop whose
 /// connection closes reconnects; once connecting fails it retries every
-/// 20 ms until stopped.
+/// 20 ms until stopped. `connector` says where and over what: cleartext
+/// HTTP/1.1 or HTTP/1.1 over TLS (a failed handshake counts as a failed
+/// connect).
 pub async fn keepalive_loops(
-    addr: SocketAddr,
+    connector: Connector,
     conns: usize,
     paths: &[&str],
     stop: watch::Receiver<bool>,
@@ -454,18 +461,25 @@ pub async fn keepalive_loops(
     // Connect in waves, so thousands of loops do not overflow the listen
     // backlog all at once.
     let gate = Rc::new(Semaphore::new(256));
+    let connector = Rc::new(connector);
     let mut tasks = Vec::new();
     for i in 0..conns {
         let (requests, mut stop, gate) = (Rc::clone(&requests), stop.clone(), Rc::clone(&gate));
+        let connector = Rc::clone(&connector);
         tasks.push(tokio::task::spawn_local(async move {
             let mut stats = LoopStats::default();
             let mut n = i;
             'outer: while !*stop.borrow() {
                 let connected = {
                     let _permit = gate.acquire().await;
-                    connect_retrying(addr, 1).await
+                    let connected = connector.connect().await;
+                    if connected.is_err() {
+                        // Back off holding the permit, as connect_retrying.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    connected
                 };
-                let Some(mut stream) = connected else {
+                let Ok(mut stream) = connected else {
                     stats.connect_failed += 1;
                     tokio::select! {
                         _ = stop.changed() => {}

@@ -3,15 +3,23 @@
 //! and shutdown under load.
 //!
 //! Every scenario starts the server binary itself (one worker, pinned to the
-//! server CPU; the load runs on the load CPU), drives it with `wrk` and with
-//! purpose-built clients ([`clients`]), prints its figures, and exits 1 when
-//! a limit is broken. The limits are flags with the numbers as
-//! defaults, so a run on slower hardware can state what it held to.
+//! server CPU; the load runs on the load CPU), drives it with `wrk` (or
+//! `h2load` for HTTP/2) and with purpose-built clients ([`clients`],
+//! [`h2client`]), prints its figures, and exits 1 when a limit is broken.
+//! `--protocol` ([`protocol`]) chooses cleartext HTTP/1.1, TLS, h2 or h2c
+//! for overload, noisy and shutdown; idle measures all four. The limits are
+//! flags with the numbers as defaults, so a run on slower hardware
+//! can state what it held to.
 
 mod clients;
 mod faults;
+mod h2client;
+mod idle;
+mod load;
 mod noisy;
 mod overload;
+mod overload_h2;
+mod protocol;
 mod shutdown;
 mod slow;
 mod soak;
@@ -60,6 +68,10 @@ enum Scenario {
     /// SIGTERM under load: in-flight requests finish (no truncated
     /// response) and the server exits 0 within 5 s.
     Shutdown(shutdown::Args),
+    /// 2,000 idle connections per protocol (h1, tls, h2, h2c), one request
+    /// each: resident memory per idle connection, and every file
+    /// descriptor back after they close.
+    Idle(idle::Args),
     /// One client process of an overload run (started by `overload`).
     #[command(hide = true)]
     Client(overload::ClientArgs),
@@ -69,6 +81,14 @@ pub fn run(args: StressArgs) -> ExitCode {
     if let Scenario::Client(a) = &args.scenario {
         return overload::client(a);
     }
+    let speaks_others = matches!(
+        args.scenario,
+        Scenario::Overload(_) | Scenario::Noisy(_) | Scenario::Shutdown(_) | Scenario::Idle(_)
+    );
+    if args.target.protocol != protocol::Protocol::H1 && !speaks_others {
+        eprintln!("peregrine-lab stress: this scenario speaks only --protocol h1 (so far)");
+        return ExitCode::from(2);
+    }
     let result = match &args.scenario {
         Scenario::Overload(a) => overload::run(&args.target, a),
         Scenario::Noisy(a) => noisy::run(&args.target, a),
@@ -76,6 +96,7 @@ pub fn run(args: StressArgs) -> ExitCode {
         Scenario::Soak(a) => soak::run(&args.target, a),
         Scenario::Faults(a) => faults::run(&args.target, a),
         Scenario::Shutdown(a) => shutdown::run(&args.target, a),
+        Scenario::Idle(a) => idle::run(&args.target, a),
         Scenario::Client(_) => unreachable!("handled above"),
     };
     let report = match result {

@@ -11,6 +11,12 @@
 //! no errors, every noise request got the right status (404, 405, 400 or
 //! 501), and the server is still up.
 //!
+//! `--protocol` sets the valid load's protocol (wrk over TLS for `tls`,
+//! h2load for `h2` and `h2c`); the noise stays cleartext HTTP/1.1 on the
+//! server's first port beside it, as the kinds of noise are HTTP/1.1
+//! request heads. The server's CPU is shared by both listeners, which is
+//! what the check measures.
+//!
 //! Why per CPU-second and not per second: on two cores the server is not
 //! saturated here (76–91% busy in CI), so valid req/s is set partly by wrk,
 //! and the noise generator shares wrk's CPU. In CI that bias plus drift put
@@ -22,7 +28,8 @@
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, noise, Noise, NoiseStats};
-use super::target::{median, Target, TargetArgs, Wrk};
+use super::load::Load;
+use super::target::{median, Target, TargetArgs};
 use super::{ratio, Report};
 use crate::rig::cpu::pin_self;
 use crate::rig::procfs;
@@ -64,11 +71,13 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let phases = (args.pairs.max(1) * 2) as f64;
     let phase_secs = ((args.duration as f64 / phases).round() as u32).max(2);
     println!("noisy: {} pairs of {phase_secs} s phases on {}", args.pairs.max(1), args.path);
+    report.figure("protocol of the valid load", server.protocol.describe());
     // The noise generator (this thread) runs with wrk on the load CPU by
     // default, so the server's CPU is the server's alone.
     pin_self(args.noise_cpu.as_deref().unwrap_or(&target.load_cpu));
 
-    let wrk = Wrk::new(server.url(&args.path), args.connections, phase_secs);
+    let wrk = Load::new(server.protocol, server.load_url(&args.path), args.connections, phase_secs);
+    report.figure("valid load", wrk.tool());
     let (mut clean_requests, mut noisy_requests, mut errors) = (0u64, 0u64, 0u64);
     let (mut pair_ratios, mut pair_cpu_ratios) = (Vec::new(), Vec::new());
     let (mut clean_secs, mut noisy_secs) = (0f64, 0f64);

@@ -12,14 +12,22 @@
 //! The clients are ours, not wrk: two or more wrk processes with 10,000
 //! connections each stall here (the later ones connect but never send),
 //! which measured wrk, not the server.
+//!
+//! `--protocol tls` runs the same clients over TLS; the server closes a
+//! TLS connection past its limit before the handshake (a 503 would cost
+//! the handshake it is refusing), so refusals show as failed connects, not
+//! 503s. `--protocol h2` and `h2c` load with h2load instead (see
+//! [`super::overload_h2`]).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops, LoopStats};
+use super::protocol::{Connector, Protocol};
 use super::target::{probe, Target, TargetArgs};
 use super::Report;
 use crate::rig::cpu::pin_self;
@@ -58,16 +66,30 @@ pub struct ClientArgs {
     duration: u64,
     #[arg(long)]
     path: String,
+    #[arg(long, value_enum, default_value_t = Protocol::H1)]
+    protocol: Protocol,
+    /// The test CA, for TLS.
+    #[arg(long)]
+    ca: Option<PathBuf>,
 }
 
 /// Runs keep-alive loops and prints their [`LoopStats`] as one JSON line.
 pub fn client(args: &ClientArgs) -> ExitCode {
     fdlimit::raise();
-    let (addr, conns, path, duration) = (args.addr, args.connections, args.path.clone(), args.duration);
+    let connector = match Connector::new(args.protocol, args.addr, args.ca.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (conns, path, duration) = (args.connections, args.path.clone(), args.duration);
     let stats = block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let loops =
-            tokio::task::spawn_local(async move { keepalive_loops(addr, conns, &[&path], stop_rx).await });
+            tokio::task::spawn_local(
+                async move { keepalive_loops(connector, conns, &[&path], stop_rx).await },
+            );
         tokio::time::sleep(Duration::from_secs(duration)).await;
         let _ = stop_tx.send(true);
         loops.await.unwrap_or_default()
@@ -86,7 +108,7 @@ pub fn client(args: &ClientArgs) -> ExitCode {
 
 /// Sockets one client process is given, leaving room under its open-file
 /// limit.
-fn per_process(limit: u64) -> u32 {
+pub fn per_process(limit: u64) -> u32 {
     u32::try_from(limit.saturating_sub(256).clamp(1, 9_000)).unwrap_or(9_000)
 }
 
@@ -100,10 +122,25 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let pid = server.pid();
     let mut report = Report::new("overload");
     report.figure("server log", server.log.display());
+    report.figure("protocol", server.protocol.describe());
     println!("overload: {} connections, {} s per path, server PID {pid}", args.connections, args.duration);
     report.figure("open-file limit (server and each client process)", fd_limit);
     pin_self(&target.load_cpu);
+    if server.protocol.is_h2() {
+        let load = super::overload_h2::H2Overload {
+            connections: args.connections,
+            duration: args.duration,
+            paths: &args.paths,
+            max_p99_ms: args.max_p99_ms,
+            fd_limit,
+        };
+        load.run(target, &mut server, &mut report)?;
+        report.check(server.server.check_alive().is_ok(), "server survived the whole run");
+        return Ok(report.finish());
+    }
     let me = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let load_addr = server.addr_of(server.protocol).to_string();
+    let ca = server.certs.as_ref().map(|c| c.ca.display().to_string());
 
     let processes = args.connections.div_ceil(per_process(fd_limit)).max(1);
     for path in &args.paths {
@@ -111,10 +148,16 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         let mut children = Vec::new();
         for i in 0..processes {
             let conns = if i + 1 == processes { args.connections - share * (processes - 1) } else { share };
-            let child = Command::new("taskset")
+            let mut command = Command::new("taskset");
+            command
                 .args(["-c", &target.load_cpu])
                 .arg(&me)
-                .args(["stress", "client", "--addr", &server.addr.to_string()])
+                .args(["stress", "client", "--addr", &load_addr])
+                .args(["--protocol", server.protocol.name()]);
+            if let Some(ca) = &ca {
+                command.args(["--ca", ca]);
+            }
+            let child = command
                 .args([
                     "--connections",
                     &conns.to_string(),
@@ -186,7 +229,12 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         );
         // Give the closes a moment, then a newcomer must be served.
         std::thread::sleep(Duration::from_millis(500));
-        let after = probe(server.addr, path);
+        let after = if server.protocol == Protocol::H1 {
+            probe(server.addr, path)
+        } else {
+            let (connector, path) = (server.connector(server.protocol)?, path.clone());
+            block_on(async move { super::h2client::probe(&connector, &path).await })?
+        };
         report
             .check(after == Ok(200), format!("{path}: a fresh connection is served afterwards ({after:?})"));
     }

@@ -8,6 +8,16 @@
 //! status 0 within `--max-exit-secs`, and at most one request per connection
 //! went unanswered (a request sent as the server closed that idle
 //! connection: the keep-alive race every HTTP/1.1 client must retry).
+//!
+//! `--protocol tls` runs the same clients over TLS, with the same checks.
+//! `--protocol h2` and `h2c` run `--connections / --streams` HTTP/2
+//! connections of `--streams` request loops each ([`super::h2client`]),
+//! and check instead: the server sent GOAWAY, streams in flight at the
+//! signal were answered (200s completed after it), no response was cut
+//! short, and every stream left unanswered was refused by GOAWAY or
+//! REFUSED_STREAM (never processed, which a client may retry), none reset
+//! or dropped with its connection; exit status 0 within the limit as over
+//! HTTP/1.1.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -15,6 +25,7 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops};
+use super::h2client;
 use super::target::{Target, TargetArgs};
 use super::Report;
 use crate::rig::cpu::pin_self;
@@ -30,20 +41,30 @@ pub struct Args {
     /// Fail when the server takes longer to exit.
     #[arg(long, default_value_t = 5.0)]
     max_exit_secs: f64,
+    /// HTTP/2 only: concurrent streams per connection (the connections are
+    /// --connections / --streams).
+    #[arg(long, default_value_t = 4)]
+    streams: usize,
 }
+
+const PATHS: [&str; 3] = ["/plaintext", "/json", "/queries?queries=10"];
 
 pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let mut server = Target::start(target, "shutdown", &[])?;
     let mut report = Report::new("shutdown");
     report.figure("server log", server.log.display());
+    report.figure("protocol", server.protocol.describe());
+    if server.protocol.is_h2() {
+        return run_h2(target, args, server, report);
+    }
     println!("shutdown: {} keep-alive clients, SIGTERM after {} s", args.connections, args.warmup);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (addr, conns, cpu) = (server.addr, args.connections, target.load_cpu.clone());
+    let (connector, conns, cpu) =
+        (server.connector(server.protocol)?, args.connections, target.load_cpu.clone());
     let (done_tx, done_rx) = mpsc::channel();
     let clients = std::thread::spawn(move || {
         pin_self(&cpu);
-        let stats =
-            block_on(keepalive_loops(addr, conns, &["/plaintext", "/json", "/queries?queries=10"], stop_rx));
+        let stats = block_on(keepalive_loops(connector, conns, &PATHS, stop_rx));
         let _ = done_tx.send(());
         stats
     });
@@ -79,6 +100,61 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             stats.unanswered, args.connections
         ),
     );
+    report.check(status.is_some_and(|s| s.success()), "exit status 0");
+    report.check(exit_secs <= args.max_exit_secs, format!("exited within {} s", args.max_exit_secs));
+    Ok(report.finish())
+}
+
+/// Shutdown over HTTP/2: GOAWAY, streams in flight answered, exit 0.
+fn run_h2(
+    target: &TargetArgs,
+    args: &Args,
+    mut server: Target,
+    mut report: Report,
+) -> Result<Report, String> {
+    let streams = args.streams.max(1);
+    let conns = (args.connections / streams).max(1);
+    println!("shutdown: {conns} HTTP/2 connections x {streams} streams, SIGTERM after {} s", args.warmup);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (signal_tx, signal_rx) = tokio::sync::watch::channel(false);
+    let (connector, cpu) = (server.connector(server.protocol)?, target.load_cpu.clone());
+    let (done_tx, done_rx) = mpsc::channel();
+    let clients = std::thread::spawn(move || {
+        pin_self(&cpu);
+        let stats = block_on(h2client::loops(connector, conns, streams, &PATHS, signal_rx, stop_rx));
+        let _ = done_tx.send(());
+        stats
+    });
+    std::thread::sleep(Duration::from_secs(args.warmup));
+    let _ = signal_tx.send(true);
+    let signalled = Instant::now();
+    server.server.send_sigterm().map_err(|e| format!("cannot signal the server: {e}"))?;
+    let status = server.server.wait_exit(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    let exit_secs = signalled.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = stop_tx.send(true);
+    let _ = done_rx.recv_timeout(Duration::from_secs(15));
+    let stats = clients.join().map_err(|_| "client thread panicked".to_string())??;
+
+    report.figure("HTTP/2 connections opened", stats.connections);
+    report.figure("requests answered 200", stats.ok);
+    report.figure("of them completed after SIGTERM", stats.ok_after_signal);
+    report.figure("connections told GOAWAY", stats.goaway);
+    report.figure("streams refused unprocessed (GOAWAY / REFUSED_STREAM)", stats.refused);
+    report.figure("streams reset or dropped unanswered", stats.unanswered);
+    report.figure("truncated responses", stats.truncated);
+    report.figure("requests timed out", stats.timed_out);
+    report.figure("exit after SIGTERM (s)", format!("{exit_secs:.2}"));
+    report.figure("exit status", status.map_or("still running".into(), |s| s.to_string()));
+    report.check(stats.truncated == 0, format!("no truncated response ({:?})", stats.first_problem));
+    report.check(
+        stats.unanswered == 0,
+        format!("every unanswered stream was refused, none reset or dropped ({:?})", stats.first_problem),
+    );
+    report.check(stats.timed_out == 0, "no request timed out");
+    report.check(stats.other_status == 0, format!("every answer was 200 ({} were not)", stats.other_status));
+    report.check(stats.goaway > 0, format!("the server sent GOAWAY ({} connections)", stats.goaway));
+    report.check(stats.ok_after_signal > 0, "streams in flight at SIGTERM were answered");
     report.check(status.is_some_and(|s| s.success()), "exit status 0");
     report.check(exit_secs <= args.max_exit_secs, format!("exited within {} s", args.max_exit_secs));
     Ok(report.finish())

@@ -7,12 +7,20 @@
 //! saw no errors and no non-2xx answers, the server is still up, and once
 //! the load's connections have closed it has no more file descriptors open
 //! than before the load began.
+//!
+//! `--all-protocols` soaks every protocol at once: beside the cleartext
+//! mixed load, wrk runs the same script over TLS and h2load loads `/json`
+//! over h2 and `/plaintext` over h2c, a quarter of `--connections` each
+//! (h2load: 4 streams per connection), with the same checks over all of
+//! them.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 
+use super::load::{Load, LoadReport, RunningLoad};
+use super::protocol::Protocol;
 use super::target::{Target, TargetArgs, Wrk};
 use super::Report;
 use crate::rig::procfs::{fd_count, rss_kib};
@@ -35,6 +43,9 @@ pub struct Args {
     /// Run without DATABASE_URL (embedded SQLite) instead of refusing.
     #[arg(long)]
     allow_sqlite: bool,
+    /// Load TLS, h2 and h2c beside cleartext HTTP/1.1, all at once.
+    #[arg(long)]
+    all_protocols: bool,
 }
 
 pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
@@ -51,7 +62,12 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
                 .into(),
         );
     }
-    let mut server = Target::start(target, "soak", &[])?;
+    let mut server = if args.all_protocols {
+        let all = [Protocol::H1, Protocol::Tls, Protocol::H2, Protocol::H2c];
+        Target::start_serving(target, "soak", &[], &all)?
+    } else {
+        Target::start(target, "soak", &[])?
+    };
     let pid = server.pid();
     let mut report = Report::new("soak");
     report.figure("server log", server.log.display());
@@ -61,8 +77,21 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let fds_before = fd_count(pid).ok_or("cannot count the server's file descriptors")?;
     let rss_start = rss_kib(pid).unwrap_or(0);
 
-    let wrk = Wrk::new(server.url("/"), args.connections, args.duration).script(&args.script, &["20"]);
+    let share = if args.all_protocols { (args.connections / 4).max(1) } else { args.connections };
+    let wrk = Wrk::new(server.url("/"), share, args.duration).script(&args.script, &["20"]);
     let running = wrk.spawn(&target.load_cpu)?;
+    let mut others: Vec<(Protocol, RunningLoad)> = Vec::new();
+    if args.all_protocols {
+        let tls =
+            Wrk::new(server.url_of(Protocol::Tls, "/"), share, args.duration).script(&args.script, &["20"]);
+        others.push((Protocol::Tls, RunningLoad::Wrk(tls.spawn(&target.load_cpu)?)));
+        for (protocol, path) in [(Protocol::H2, "/json"), (Protocol::H2c, "/plaintext")] {
+            let mut load =
+                Load::new(protocol, server.url_of(protocol, path), (share / 4).max(1), args.duration);
+            load.streams = 4;
+            others.push((protocol, load.spawn(&target.load_cpu)?));
+        }
+    }
     let started = Instant::now();
     let mut samples: Vec<(u64, u64)> = Vec::new();
     let mut rss_minute = None;
@@ -82,6 +111,10 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         }
     }
     let load = running.finish()?;
+    let mut other_reports: Vec<(Protocol, LoadReport)> = Vec::new();
+    for (protocol, run) in others {
+        other_reports.push((protocol, run.finish()?));
+    }
     let rss_end = rss_kib(pid).unwrap_or(0);
     // The load's sockets close as wrk exits; give the server a moment.
     std::thread::sleep(Duration::from_secs(3));
@@ -96,6 +129,19 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     report.figure("p99 latency ms", load.latency_p99_ms.map_or("-".into(), |v| format!("{v:.1}")));
     report.figure("non-2xx answers", load.non_2xx_3xx);
     report.figure("socket errors", load.socket_errors.total());
+    let mut errors = load.error_count();
+    for (protocol, r) in &other_reports {
+        let name = protocol.name();
+        report.figure(
+            format!("{name}: requests, req/s"),
+            format!("{}, {:.0}", r.total_requests, r.requests_per_sec),
+        );
+        report.figure(
+            format!("{name}: non-2xx / failed / timed out"),
+            format!("{} / {} / {}", r.non_2xx, r.failed, r.timeouts),
+        );
+        errors += r.error_count();
+    }
     report.figure(
         "RSS KiB: start / 1 min / peak / end",
         format!("{rss_start} / {rss_minute} / {peak} / {rss_end}"),
@@ -103,7 +149,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     report.figure("RSS change after the first minute", format!("{:+.1}%", growth * 100.0));
     report.figure("file descriptors before / after", format!("{fds_before} / {fds_after}"));
     report.check(server.server.check_alive().is_ok(), "server still running");
-    report.check(load.error_count() == 0, format!("no errors ({})", load.error_count()));
+    report.check(errors == 0, format!("no errors ({errors})"));
     report.check(
         growth.abs() <= args.max_rss_growth,
         format!(

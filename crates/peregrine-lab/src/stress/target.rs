@@ -1,7 +1,9 @@
 //! The server under test and the load on it, as stress scenarios see them:
 //! the shared command-line flags, the server binary started with one worker
-//! pinned to its CPU, the `wrk` runs scenarios ask for, and a probe request.
-//! Processes, wrk, `/proc` and statistics are the rig's.
+//! pinned to its CPU (with the TLS and h2c listeners `--protocol` needs),
+//! the `wrk` runs scenarios ask for, and a probe request. Processes, wrk,
+//! `/proc` and statistics are the rig's; protocols and certificates are
+//! [`super::protocol`]'s.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -9,6 +11,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::protocol::{listener_flags, Certs, Connector, Protocol};
 use crate::rig::client;
 use crate::rig::procfs;
 use crate::rig::server::{accepts, RunningServer};
@@ -36,23 +39,59 @@ pub struct TargetArgs {
     /// Directory for server logs and the embedded database.
     #[arg(long, global = true, value_name = "DIR", default_value = "target/stress")]
     pub work_dir: PathBuf,
+    /// Protocol of the load: h1 (cleartext HTTP/1.1, on --port), tls
+    /// (HTTP/1.1 over TLS, --port + 1), h2c (HTTP/2 with prior knowledge,
+    /// --port + 2) or h2 (HTTP/2 over TLS, --port + 3). overload, noisy
+    /// and shutdown take it; the others speak h1.
+    #[arg(long, global = true, value_enum, default_value_t = Protocol::H1)]
+    pub protocol: Protocol,
+    /// Test certificates (ca.crt, server.crt, server.key) for the TLS
+    /// protocols; made with scripts/certs when missing.
+    #[arg(long, global = true, value_name = "DIR", default_value = "target/stress/certs")]
+    pub certs: PathBuf,
 }
 
 /// A running server under test; stopped when dropped.
 pub struct Target {
     pub server: RunningServer,
+    /// The cleartext HTTP/1.1 listener (probes, noise).
     pub addr: SocketAddr,
+    /// The protocol the scenario's load speaks (`--protocol`).
+    pub protocol: Protocol,
+    /// The certificates, when a TLS listener was opened.
+    pub certs: Option<Certs>,
     pub log: PathBuf,
 }
 
 impl Target {
-    /// Starts the server with one worker and `extra` flags, and waits until
-    /// it accepts connections.
+    /// Starts the server with one worker and `extra` flags, serving
+    /// `--protocol` too, and waits until it accepts connections.
     pub fn start(args: &TargetArgs, scenario: &str, extra: &[String]) -> Result<Target, String> {
+        Target::start_serving(args, scenario, extra, &[args.protocol])
+    }
+
+    /// Starts the server with listeners for every one of `protocols`
+    /// (cleartext HTTP/1.1 always); [`Target::protocol`] is the first.
+    pub fn start_serving(
+        args: &TargetArgs,
+        scenario: &str,
+        extra: &[String],
+        protocols: &[Protocol],
+    ) -> Result<Target, String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
-        if accepts(addr) {
-            return Err(format!("port {} is already in use; pass another with --port", args.port));
+        if args.port.checked_add(3).is_none() {
+            return Err(format!("--port {} leaves no room for the three listeners after it", args.port));
         }
+        let ports: Vec<u16> = protocols.iter().map(|p| args.port + p.port_offset()).collect();
+        // Any protocol beyond h1 opens the listeners next to --port.
+        let opened = if protocols.iter().all(|p| *p == Protocol::H1) { 0 } else { 3 };
+        for port in args.port..=args.port + opened {
+            if accepts(SocketAddr::from(([127, 0, 0, 1], port))) {
+                return Err(format!("port {port} is already in use; pass another --port"));
+            }
+        }
+        let certs =
+            if protocols.iter().any(|p| p.uses_tls()) { Some(Certs::ensure(&args.certs)?) } else { None };
         if !args.server.exists() {
             return Err(format!(
                 "server binary {} not found; build it first (cargo build --release -p peregrine-tfb)",
@@ -70,11 +109,38 @@ impl Target {
             "--data-dir".into(),
             args.work_dir.join("data").display().to_string(),
         ];
+        if protocols.iter().any(|p| *p != Protocol::H1) {
+            run.extend(listener_flags(args.port, certs.as_ref()));
+        }
         run.extend(extra.iter().cloned());
         let env = [("RUST_LOG".to_string(), std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))];
         let log = args.work_dir.join(format!("{scenario}.log"));
-        let server = RunningServer::start("server", &run, &env, addr, &args.server_cpu, &log)?;
-        Ok(Target { server, addr, log })
+        let mut server = RunningServer::start("server", &run, &env, addr, &args.server_cpu, &log)?;
+        for port in ports {
+            wait_accepting(&mut server, SocketAddr::from(([127, 0, 0, 1], port)))?;
+        }
+        let protocol = protocols.first().copied().unwrap_or_default();
+        Ok(Target { server, addr, protocol, certs, log })
+    }
+
+    /// The listener serving `protocol`.
+    pub fn addr_of(&self, protocol: Protocol) -> SocketAddr {
+        SocketAddr::from((self.addr.ip(), self.addr.port() + protocol.port_offset()))
+    }
+
+    /// A URL for `path` on the listener of `--protocol`, for wrk or h2load.
+    pub fn load_url(&self, path: &str) -> String {
+        self.url_of(self.protocol, path)
+    }
+
+    /// A URL for `path` on the listener of `protocol`.
+    pub fn url_of(&self, protocol: Protocol, path: &str) -> String {
+        format!("{}://{}{path}", protocol.scheme(), self.addr_of(protocol))
+    }
+
+    /// Opens the lab's own client connections speaking `protocol`.
+    pub fn connector(&self, protocol: Protocol) -> Result<Connector, String> {
+        Connector::new(protocol, self.addr_of(protocol), self.certs.as_ref().map(|c| c.ca.as_path()))
     }
 
     pub fn pid(&self) -> u32 {
@@ -84,6 +150,19 @@ impl Target {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+}
+
+/// Waits up to 10 s for a listener the server opens beside its first.
+fn wait_accepting(server: &mut RunningServer, addr: SocketAddr) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !accepts(addr) {
+        server.check_alive()?;
+        if std::time::Instant::now() > deadline {
+            return Err(format!("the server did not open {addr} within 10 s{}", server.log_tail()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 /// One wrk run: `connections` on one thread for `seconds`.
