@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::http::date::until_next_second;
 use crate::proto::{h1, h2};
 use crate::router::Router;
-use crate::worker::timer::{ConnTimer, Wait};
+use crate::worker::timer::Wait;
 use crate::worker::transport::Io;
 use crate::worker::{Registration, Worker, SHUTDOWN_SWEEP};
 
@@ -218,15 +218,16 @@ fn accept<S: 'static>(
     }
 }
 
-/// Serves a connection, cleartext or past its TLS handshake, with the
-/// driver of `protocol`.
+/// Serves a connection past its TLS handshake with the driver of
+/// `protocol` (cleartext connections spawn their driver directly).
+#[cfg(feature = "tls")]
 pub(crate) async fn serve<S: 'static>(
     protocol: Protocol,
     io: Io,
     peer: SocketAddr,
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
-    timer: Rc<ConnTimer>,
+    timer: Rc<crate::worker::timer::ConnTimer>,
     registration: Registration,
 ) {
     match protocol {

@@ -82,26 +82,33 @@ pub(super) fn needs_pacing(response: &Response) -> bool {
     response.is_streaming() || response.body().len() > QUEUE_WHOLE
 }
 
+/// What goes out for a response: its head, or a refusal in its place.
+enum HeadOrRefusal {
+    /// The response's own head.
+    Valid(http::Response<()>),
+    /// A header cannot be carried by HTTP/2: a `500` instead, head and body.
+    Refusal(http::Response<()>, Bytes),
+    /// Not even the `500` could be built (it has only fixed headers, so
+    /// this is never expected): the stream gets no answer.
+    Nothing,
+}
+
 /// The head for `response`, or, when a header cannot be carried by
-/// HTTP/2, a `500` instead (its head and body).
-fn head_or_refusal(
-    response: &Response,
-    date: &DateBlock,
-    length: Option<usize>,
-) -> Result<http::Response<()>, Option<(http::Response<()>, Bytes)>> {
+/// HTTP/2, a `500` instead.
+fn head_or_refusal(response: &Response, date: &DateBlock, length: Option<usize>) -> HeadOrRefusal {
     if let Some(head) = head(response, date, length) {
-        return Ok(head);
+        return HeadOrRefusal::Valid(head);
     }
     tracing::error!("refusing a response with a header HTTP/2 cannot carry");
     let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
-    Err(self::head(&canned, date, Some(canned.body().len()))
-        .map(|head| (head, Bytes::copy_from_slice(canned.body()))))
+    match self::head(&canned, date, Some(canned.body().len())) {
+        Some(head) => HeadOrRefusal::Refusal(head, Bytes::copy_from_slice(canned.body())),
+        None => HeadOrRefusal::Nothing,
+    }
 }
 
-/// Sends what [`head_or_refusal`] gave instead of a response (small: it
-/// is queued at once).
-fn send_refusal(respond: &mut SendResponse<Bytes>, refusal: Option<(http::Response<()>, Bytes)>) {
-    let Some((head, body)) = refusal else { return };
+/// Sends a [`HeadOrRefusal::Refusal`] (small: it is queued at once).
+fn send_refusal(respond: &mut SendResponse<Bytes>, head: http::Response<()>, body: Bytes) {
     if let Ok(mut send) = respond.send_response(head, false) {
         let _ = send.send_data(body, true);
     }
@@ -119,8 +126,9 @@ pub(super) fn send_at_once(
     let body = response.take_body();
     let trailers = response.take_trailers();
     let head = match head_or_refusal(&response, date, Some(body.len())) {
-        Ok(head) => head,
-        Err(refusal) => return send_refusal(respond, refusal),
+        HeadOrRefusal::Valid(head) => head,
+        HeadOrRefusal::Refusal(head, body) => return send_refusal(respond, head, body),
+        HeadOrRefusal::Nothing => return,
     };
     if head_only {
         let _ = respond.send_response(head, true);
@@ -155,8 +163,9 @@ pub(super) async fn send(
     let trailers = response.take_trailers();
     let length = if stream.is_some() { None } else { Some(body.len()) };
     let head = match head_or_refusal(&response, date, length) {
-        Ok(head) => head,
-        Err(refusal) => return send_refusal(respond, refusal),
+        HeadOrRefusal::Valid(head) => head,
+        HeadOrRefusal::Refusal(head, body) => return send_refusal(respond, head, body),
+        HeadOrRefusal::Nothing => return,
     };
     if head_only {
         let _ = respond.send_response(head, true);
