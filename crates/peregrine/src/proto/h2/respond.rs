@@ -82,36 +82,27 @@ pub(super) fn needs_pacing(response: &Response) -> bool {
     response.is_streaming() || response.body().len() > QUEUE_WHOLE
 }
 
-/// What goes out for a response: its head, or a refusal in its place.
-enum HeadOrRefusal {
-    /// The response's own head.
-    Valid(http::Response<()>),
-    /// A header cannot be carried by HTTP/2: a `500` instead, head and body.
-    Refusal(http::Response<()>, Bytes),
-    /// Not even the `500` could be built (it has only fixed headers, so
-    /// this is never expected): the stream gets no answer.
-    Nothing,
-}
-
-/// The head for `response`, or, when a header cannot be carried by
-/// HTTP/2, a `500` instead.
-fn head_or_refusal(response: &Response, date: &DateBlock, length: Option<usize>) -> HeadOrRefusal {
+/// The head for `response`; or, when a header cannot be carried by
+/// HTTP/2, `None` after answering the stream with a `500` instead (small:
+/// queued at once).
+fn head_or_refuse(
+    respond: &mut SendResponse<Bytes>,
+    response: &Response,
+    date: &DateBlock,
+    length: Option<usize>,
+) -> Option<http::Response<()>> {
     if let Some(head) = head(response, date, length) {
-        return HeadOrRefusal::Valid(head);
+        return Some(head);
     }
     tracing::error!("refusing a response with a header HTTP/2 cannot carry");
     let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
-    match self::head(&canned, date, Some(canned.body().len())) {
-        Some(head) => HeadOrRefusal::Refusal(head, Bytes::copy_from_slice(canned.body())),
-        None => HeadOrRefusal::Nothing,
+    // The `500` has only fixed headers, so its head always builds.
+    if let Some(head) = head(&canned, date, Some(canned.body().len())) {
+        if let Ok(mut send) = respond.send_response(head, false) {
+            let _ = send.send_data(Bytes::copy_from_slice(canned.body()), true);
+        }
     }
-}
-
-/// Sends a [`HeadOrRefusal::Refusal`] (small: it is queued at once).
-fn send_refusal(respond: &mut SendResponse<Bytes>, head: http::Response<()>, body: Bytes) {
-    if let Ok(mut send) = respond.send_response(head, false) {
-        let _ = send.send_data(body, true);
-    }
+    None
 }
 
 /// Sends a response that does not [need pacing](needs_pacing): every
@@ -125,11 +116,7 @@ pub(super) fn send_at_once(
     debug_assert!(!needs_pacing(&response));
     let body = response.take_body();
     let trailers = response.take_trailers();
-    let head = match head_or_refusal(&response, date, Some(body.len())) {
-        HeadOrRefusal::Valid(head) => head,
-        HeadOrRefusal::Refusal(head, body) => return send_refusal(respond, head, body),
-        HeadOrRefusal::Nothing => return,
-    };
+    let Some(head) = head_or_refuse(respond, &response, date, Some(body.len())) else { return };
     if head_only {
         let _ = respond.send_response(head, true);
         return;
@@ -162,11 +149,7 @@ pub(super) async fn send(
     let body = response.take_body();
     let trailers = response.take_trailers();
     let length = if stream.is_some() { None } else { Some(body.len()) };
-    let head = match head_or_refusal(&response, date, length) {
-        HeadOrRefusal::Valid(head) => head,
-        HeadOrRefusal::Refusal(head, body) => return send_refusal(respond, head, body),
-        HeadOrRefusal::Nothing => return,
-    };
+    let Some(head) = head_or_refuse(respond, &response, date, length) else { return };
     if head_only {
         let _ = respond.send_response(head, true);
         return;

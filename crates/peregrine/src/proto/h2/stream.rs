@@ -64,16 +64,8 @@ pub(super) fn answer_whole<S: 'static>(
     if body_use == BodyUse::Streamed {
         return Some((request, respond));
     }
-    let fields = request.headers();
-    let mut headers: Vec<Header<'_>> = Vec::with_capacity(fields.len() + 1);
-    // `:authority` stands in for `host`, as in `owned_request`.
-    if let Some(authority) = uri.authority() {
-        if !fields.contains_key(http::header::HOST) {
-            headers.push(Header { name: "host", value: authority.as_str().as_bytes() });
-        }
-    }
-    headers
-        .extend(fields.iter().map(|(name, value)| Header { name: name.as_str(), value: value.as_bytes() }));
+    let headers: Vec<Header<'_>> =
+        fields(uri, request.headers()).map(|(name, value)| Header { name, value }).collect();
     let view = Request {
         peer: shared.peer,
         method,
@@ -241,16 +233,10 @@ async fn until_reset(
     }
 }
 
-/// The request as handlers see it. `:authority` becomes `host` when the
-/// client sent no `host` field, so code written for HTTP/1.1 finds it.
+/// The request as handlers see it, its fields from [`fields`].
 fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
-    let mut headers: Vec<(Box<str>, Box<[u8]>)> = Vec::with_capacity(parts.headers.len() + 1);
-    if let Some(authority) = parts.uri.authority() {
-        if !parts.headers.contains_key(http::header::HOST) {
-            headers.push(("host".into(), authority.as_str().as_bytes().into()));
-        }
-    }
-    headers.extend(parts.headers.iter().map(|(name, value)| (name.as_str().into(), value.as_bytes().into())));
+    let headers =
+        fields(&parts.uri, &parts.headers).map(|(name, value)| (name.into(), value.into())).collect();
     OwnedRequest::from_parts(
         peer,
         parts.method.as_str(),
@@ -259,6 +245,20 @@ fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequ
         Version::Http2,
         headers,
     )
+}
+
+/// The request's header fields as handlers see them: `:authority` first,
+/// as `host`, when the client sent no `host` field (so code written for
+/// HTTP/1.1 finds it), then every field as sent.
+fn fields<'a>(
+    uri: &'a http::Uri,
+    headers: &'a http::HeaderMap,
+) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
+    let host = uri
+        .authority()
+        .filter(|_| !headers.contains_key(http::header::HOST))
+        .map(|authority| ("host", authority.as_str().as_bytes()));
+    host.into_iter().chain(headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes())))
 }
 
 /// The `content-length` the client declared (`h2` checks the DATA frames
