@@ -47,6 +47,9 @@ fn router(produced: Arc<AtomicUsize>) -> Router {
             }
         })
         .get("/large", || Content("application/octet-stream", vec![7u8; 3 * 1024 * 1024]))
+        // Past the writer's CR/LF/NUL check, but not a field value the
+        // `http` crate (and so HTTP/2) takes.
+        .get("/control-char-header", || Response::text("body").header("x-name", "a\u{1}b"))
         .get("/authority", |req: &peregrine::Request<'_>| {
             format!("{} {:?}", req.header_str("host").unwrap_or("-"), req.version())
         })
@@ -384,5 +387,21 @@ fn a_busy_connection_outlives_the_idle_timeout_and_an_idle_one_does_not() {
         }
         tokio::time::sleep(Duration::from_millis(2500)).await;
         assert!(c.clone().ready().await.is_err(), "an idle HTTP/2 connection outlived its idle timeout");
+    });
+}
+
+/// A response with a header HTTP/2 cannot carry is refused with a `500`
+/// (the `500`'s own head and body), on a stream answered in the
+/// connection's task, and the connection goes on serving.
+#[test]
+fn a_header_http2_cannot_carry_is_answered_with_500() {
+    let server = start();
+    block_on(async {
+        let mut c = connect(server.local_addr()).await;
+        let a = exchange(&mut c, request("GET", "/control-char-header"), b"").await;
+        assert_eq!(a.status, 500);
+        assert!(a.header("x-name").is_none());
+        assert!(!a.body.is_empty() && a.body != b"body");
+        assert_eq!(exchange(&mut c, request("GET", "/plaintext"), b"").await.status, 200);
     });
 }
