@@ -13,6 +13,12 @@
 //! peregrine-tfb's copy of HttpArena's files, relative to the workspace
 //! root the lab runs from).
 //!
+//! HTTP/2, for the HTTP/2 profiles (`/baseline2`, `/static/{file}`,
+//! `/json/{count}`), as actix's documentation enables it: `H2C_ADDR` adds a
+//! listener that speaks HTTP/1.1 and h2c with prior knowledge
+//! (`bind_auto_h2c`); `TLS_ADDR` with `TLS_CERT` and `TLS_KEY` (PEM) adds a
+//! rustls listener whose ALPN offers `h2` and `http/1.1` (`bind_rustls_0_23`).
+//!
 //! Each actix worker builds its own App, and with it (through
 //! `data_factory`) its own tokio-postgres connection and cache for the TFB
 //! types. The HttpArena endpoints share what actix's examples share across
@@ -144,8 +150,10 @@ async fn main() -> std::io::Result<()> {
     if !std::path::Path::new(&static_dir).is_dir() {
         eprintln!("STATIC_DIR {static_dir} is not a directory: /static/ will answer 404");
     }
+    let h2c_addr = std::env::var("H2C_ADDR").ok().filter(|a| !a.is_empty());
+    let tls = tls_listener().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     eprintln!("peer-actix listening on {} with {} workers", args.addr, args.workers);
-    HttpServer::new(move || {
+    let mut server = HttpServer::new(move || {
         let url = url.clone();
         App::new()
             .app_data(web::Data::new(pool.clone()))
@@ -168,6 +176,9 @@ async fn main() -> std::io::Result<()> {
             .service(
                 web::resource("/baseline11").route(web::get().to(baseline)).route(web::post().to(baseline)),
             )
+            .service(
+                web::resource("/baseline2").route(web::get().to(baseline)).route(web::post().to(baseline)),
+            )
             .service(web::resource("/pipeline").route(web::get().to(pipeline)))
             // json-comp: compressed per response when the client accepts it.
             .service(
@@ -185,7 +196,33 @@ async fn main() -> std::io::Result<()> {
     .workers(args.workers)
     // Keep-alive stays on with actix's default idle timeout (5 s).
     .backlog(4096)
-    .bind(args.addr)?
-    .run()
-    .await
+    .bind(args.addr)?;
+    if let Some(addr) = h2c_addr {
+        eprintln!("peer-actix: HTTP/1.1 and h2c on {addr}");
+        server = server.bind_auto_h2c(addr)?;
+    }
+    if let Some((addr, config)) = tls {
+        eprintln!("peer-actix: TLS (h2, http/1.1) on {addr}");
+        server = server.bind_rustls_0_23(addr, config)?;
+    }
+    server.run().await
+}
+
+/// `TLS_ADDR`, `TLS_CERT` and `TLS_KEY`, read into a rustls server config
+/// (actix sets its ALPN protocols itself), or `None` without `TLS_ADDR`.
+fn tls_listener() -> Result<Option<(String, rustls::ServerConfig)>, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let Some(addr) = std::env::var("TLS_ADDR").ok().filter(|a| !a.is_empty()) else { return Ok(None) };
+    let var = |name: &str| std::env::var(name).map_err(|_| format!("TLS_ADDR needs {name}"));
+    let (cert, key) = (var("TLS_CERT")?, var("TLS_KEY")?);
+    let chain = CertificateDer::pem_file_iter(&cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("TLS_CERT {cert}: {e}"))?;
+    let key = PrivateKeyDer::from_pem_file(&key).map_err(|e| format!("TLS_KEY {key}: {e}"))?;
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("TLS certificate: {e}"))?;
+    Ok(Some((addr, config)))
 }
