@@ -119,12 +119,7 @@ impl<'r> Request<'r> {
 
     /// All query parameters, decoded (`+` is a space).
     pub fn query_pairs(&self) -> impl Iterator<Item = (Cow<'r, str>, Cow<'r, str>)> {
-        self.query.unwrap_or("").split('&').filter(|pair| !pair.is_empty()).map(|pair| {
-            match pair.split_once('=') {
-                Some((k, v)) => (percent_decode(k, true), percent_decode(v, true)),
-                None => (percent_decode(pair, true), Cow::Borrowed("")),
-            }
-        })
+        QueryPairs { rest: self.query.unwrap_or("") }
     }
 
     /// What middleware attached to the request (empty without middleware).
@@ -362,6 +357,42 @@ impl OwnedRequest {
     }
 }
 
+/// The `name=value` pairs of a query string, split on `&` and the first
+/// `=` by byte scans; empty pairs are skipped.
+///
+/// `str::split('&')` with `split_once('=')` did the same through the
+/// generic char searcher: callgrind counted 3,765 instructions per
+/// HttpArena baseline request (`/baseline11?a=13&b=42`, 16 connections),
+/// about 290 of them in that searcher.
+struct QueryPairs<'r> {
+    rest: &'r str,
+}
+
+impl<'r> Iterator for QueryPairs<'r> {
+    type Item = (Cow<'r, str>, Cow<'r, str>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            // `&` and `=` are ASCII, so the split points are char boundaries.
+            let (pair, rest) = match self.rest.bytes().position(|b| b == b'&') {
+                Some(amp) => (&self.rest[..amp], &self.rest[amp + 1..]),
+                None => (self.rest, ""),
+            };
+            self.rest = rest;
+            if pair.is_empty() {
+                continue;
+            }
+            return Some(match pair.bytes().position(|b| b == b'=') {
+                Some(eq) => (percent_decode(&pair[..eq], true), percent_decode(&pair[eq + 1..], true)),
+                None => (percent_decode(pair, true), Cow::Borrowed("")),
+            });
+        }
+    }
+}
+
 /// Decodes `%XX` escapes (and `+` as space when `plus_is_space`). Invalid
 /// escapes are kept as they are; bytes that do not form UTF-8 become U+FFFD.
 /// Borrows when there is nothing to decode.
@@ -416,5 +447,21 @@ mod tests {
         assert_eq!(percent_decode("%E6%97%A5", true), "日");
         assert_eq!(percent_decode("%FF", true), "\u{FFFD}");
         assert!(matches!(percent_decode("plain", true), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn query_pairs_split_on_amp_and_the_first_equals() {
+        let pairs: Vec<(String, String)> = QueryPairs { rest: "a=1&&b=2&c&=x&d=1=2&%41+b=c%20d&" }
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let expected = [("a", "1"), ("b", "2"), ("c", ""), ("", "x"), ("d", "1=2"), ("A b", "c d")];
+        assert_eq!(pairs, expected.map(|(k, v)| (k.to_string(), v.to_string())));
+        assert_eq!(QueryPairs { rest: "" }.count(), 0);
+        assert_eq!(QueryPairs { rest: "&&" }.count(), 0);
+        let non_ascii: Vec<_> = QueryPairs { rest: "é=ü&ß" }.collect();
+        assert_eq!(
+            non_ascii,
+            [(Cow::Borrowed("é"), Cow::Borrowed("ü")), (Cow::Borrowed("ß"), Cow::Borrowed(""))]
+        );
     }
 }
