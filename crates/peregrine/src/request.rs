@@ -385,10 +385,16 @@ impl<'r> Iterator for QueryPairs<'r> {
             if pair.is_empty() {
                 continue;
             }
-            return Some(match pair.bytes().position(|b| b == b'=') {
-                Some(eq) => (percent_decode(&pair[..eq], true), percent_decode(&pair[eq + 1..], true)),
-                None => (percent_decode(pair, true), Cow::Borrowed("")),
-            });
+            let (name, value) = match pair.bytes().position(|b| b == b'=') {
+                Some(eq) => (&pair[..eq], &pair[eq + 1..]),
+                None => (pair, ""),
+            };
+            // One look at the pair spares the decoder two when nothing is
+            // escaped, the common case.
+            if !pair.bytes().any(|b| b == b'%' || b == b'+') {
+                return Some((Cow::Borrowed(name), Cow::Borrowed(value)));
+            }
+            return Some((percent_decode(name, true), percent_decode(value, true)));
         }
     }
 }
