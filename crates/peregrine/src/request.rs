@@ -194,7 +194,9 @@ impl OwnedRequest {
             None => self.path.to_string(),
         };
         let mut builder = ::http::Request::builder().method(self.method_str.as_ref()).uri(target);
-        for (name, value) in &self.headers {
+        // An HTTP/2 extended CONNECT's `:protocol` is no field `http` can
+        // carry (and would empty the whole request): it stays behind.
+        for (name, value) in self.headers.iter().filter(|(name, _)| !name.starts_with(':')) {
             builder = builder.header(name.as_ref(), value.as_ref());
         }
         // Method, target and headers came from a request the parser
