@@ -93,7 +93,9 @@ impl<'r> Request<'r> {
         self.header(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
-    /// All headers in order, as (name, value).
+    /// All headers in order, as (name, value). On HTTP/2, an extended
+    /// `CONNECT` (RFC 8441, routed as the `GET` it stands for) has its
+    /// `:protocol` pseudo-header first.
     pub fn headers(&self) -> impl Iterator<Item = (&'r str, &'r [u8])> + '_ {
         self.headers.iter().map(|h| (h.name, h.value))
     }
