@@ -42,7 +42,8 @@
 //!   `tls`, the `tls` feature).
 //! - WebSocket ([`ws`]): an extractor whose `101` hands the connection
 //!   (`upgrade`) to a socket on the same worker task, over this crate's
-//!   own RFC 6455 codec with permessage-deflate.
+//!   own RFC 6455 codec with permessage-deflate; over HTTP/2 an extended
+//!   `CONNECT` (RFC 8441) gets `200` and the socket runs on its stream.
 //! - Data: [`db`] (per-worker PostgreSQL connections with pipelining, an
 //!   embedded SQLite pool) and [`cache`] (a bounded per-worker cache).
 

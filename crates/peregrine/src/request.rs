@@ -93,7 +93,9 @@ impl<'r> Request<'r> {
         self.header(name).and_then(|v| std::str::from_utf8(v).ok())
     }
 
-    /// All headers in order, as (name, value).
+    /// All headers in order, as (name, value). On HTTP/2, an extended
+    /// `CONNECT` (RFC 8441, routed as the `GET` it stands for) has its
+    /// `:protocol` pseudo-header first.
     pub fn headers(&self) -> impl Iterator<Item = (&'r str, &'r [u8])> + '_ {
         self.headers.iter().map(|h| (h.name, h.value))
     }
@@ -189,7 +191,9 @@ impl OwnedRequest {
             None => self.path.to_string(),
         };
         let mut builder = ::http::Request::builder().method(self.method_str.as_ref()).uri(target);
-        for (name, value) in &self.headers {
+        // An HTTP/2 extended CONNECT's `:protocol` is no field `http` can
+        // carry (and would empty the whole request): it stays behind.
+        for (name, value) in self.headers.iter().filter(|(name, _)| !name.starts_with(':')) {
             builder = builder.header(name.as_ref(), value.as_ref());
         }
         // Method, target and headers came from a request the parser

@@ -17,7 +17,8 @@
 //! - [`tfb`], [`arena`], [`arena_rules`], [`static_files`], [`badinput`], [`db`]: which requests to send for the
 //!   TFB test types, the HttpArena profiles, the bad-input battery, and the
 //!   database-side checks (`pg_stat_statements`, persisted updates);
-//! - [`ws`]: the WebSocket conformance battery (Autobahn's categories).
+//! - [`ws`]: the WebSocket conformance battery (Autobahn's categories),
+//!   and [`ws_h2`]: WebSocket over HTTP/2 (RFC 8441) at the same endpoint.
 
 mod arena;
 mod arena_rules;
@@ -31,6 +32,7 @@ mod static_files;
 mod testserver;
 mod tfb;
 mod ws;
+mod ws_h2;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -63,6 +63,7 @@ pub fn run(ctx: &Ctx, rep: &mut Reporter) {
         let name = format!("ws {}", case.name);
         rep.record(&name, run_case(ctx, &path, &case));
     }
+    super::ws_h2::run(ctx, rep, &path);
 }
 
 /// PROFILES.md's handshake rules.

@@ -5,8 +5,14 @@
 //! measures the server's resident memory per idle connection, and after a
 //! burst of 1 MiB messages, whether it comes back down.
 //!
+//! `--h2 K` runs the same sockets over HTTP/2 instead (RFC 8441: an
+//! extended `CONNECT` per socket, on h2c connections with prior knowledge),
+//! K sockets per connection, so HTTP/1.1 and HTTP/2 can be compared on one
+//! endpoint.
+//!
 //! ```text
 //! peregrine-lab ws-load ws://127.0.0.1:8080/ws -c 512 -d 5 --cpu 1 --server-pid 1234
+//! peregrine-lab ws-load ws://127.0.0.1:8080/ws -c 512 --h2 64 --cpu 1 --server-pid 1234
 //! peregrine-lab ws-load ws://127.0.0.1:8080/ws -c 4096 --memory --server-pid 1234
 //! ```
 //!
@@ -20,6 +26,8 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use h2::client::SendRequest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -45,6 +53,10 @@ pub struct WsLoadArgs {
     /// Send binary messages instead of text.
     #[arg(long)]
     binary: bool,
+    /// Over HTTP/2 (RFC 8441, h2c with prior knowledge): this many sockets
+    /// share each connection (`-c` counts sockets).
+    #[arg(long, value_name = "SOCKETS_PER_CONNECTION")]
+    h2: Option<usize>,
     /// Pin this process to these CPUs (comma-separated).
     #[arg(long)]
     cpu: Option<String>,
@@ -123,13 +135,89 @@ pub fn run(args: WsLoadArgs) -> ExitCode {
     }
 }
 
-/// A client WebSocket: one connection after its `101`.
+/// A client WebSocket: one connection after its `101`, or one HTTP/2
+/// stream after its `200`.
 struct Socket {
-    s: TcpStream,
+    io: SocketIo,
     buf: Vec<u8>,
 }
 
+enum SocketIo {
+    H1(TcpStream),
+    H2 { send: h2::SendStream<Bytes>, recv: h2::RecvStream },
+}
+
+impl SocketIo {
+    async fn write_all(&mut self, bytes: &[u8]) -> Result<(), String> {
+        match self {
+            SocketIo::H1(s) => s.write_all(bytes).await.map_err(|e| format!("write: {e}")),
+            // Messages are small: `h2` queues past the window if need be.
+            SocketIo::H2 { send, .. } => {
+                send.send_data(Bytes::copy_from_slice(bytes), false).map_err(|e| format!("send: {e}"))
+            }
+        }
+    }
+
+    async fn read_more(&mut self, buf: &mut Vec<u8>) -> Result<(), String> {
+        match self {
+            SocketIo::H1(s) => read_more(s, buf).await,
+            SocketIo::H2 { recv, .. } => match recv.data().await {
+                Some(Ok(data)) => {
+                    buf.extend_from_slice(&data);
+                    let _ = recv.flow_control().release_capacity(data.len());
+                    Ok(())
+                }
+                Some(Err(e)) => Err(format!("stream: {e}")),
+                None => Err("the server ended the stream".into()),
+            },
+        }
+    }
+}
+
+/// An h2c connection that has the server's SETTINGS with
+/// `SETTINGS_ENABLE_CONNECT_PROTOCOL`.
+async fn h2_connect(target: &Target) -> Result<SendRequest<Bytes>, String> {
+    let tcp = TcpStream::connect(target.addr).await.map_err(|e| format!("connect: {e}"))?;
+    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (send, conn) = h2::client::Builder::new()
+        .initial_connection_window_size(16 << 20)
+        .handshake(tcp)
+        .await
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+    });
+    let started = Instant::now();
+    let mut send = send.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
+    while !send.is_extended_connect_protocol_enabled() {
+        if started.elapsed() > Duration::from_secs(5) {
+            return Err("the server does not announce SETTINGS_ENABLE_CONNECT_PROTOCOL".into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        send = send.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
+    }
+    Ok(send)
+}
+
 impl Socket {
+    /// An extended CONNECT on `h2`.
+    async fn open_h2(h2: SendRequest<Bytes>, target: &Target) -> Result<Socket, String> {
+        let mut h2 = h2.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
+        let req = http::Request::builder()
+            .method("CONNECT")
+            .uri(format!("http://{}{}", target.host, target.path))
+            .header("sec-websocket-version", "13")
+            .extension(h2::ext::Protocol::from("websocket"))
+            .body(())
+            .map_err(|e| e.to_string())?;
+        let (response, send) = h2.send_request(req, false).map_err(|e| format!("extended CONNECT: {e}"))?;
+        let response = response.await.map_err(|e| format!("extended CONNECT: {e}"))?;
+        if response.status() != 200 {
+            return Err(format!("extended CONNECT answered {}", response.status()));
+        }
+        Ok(Socket { io: SocketIo::H2 { send, recv: response.into_body() }, buf: Vec::with_capacity(4096) })
+    }
+
     async fn open(target: &Target) -> Result<Socket, String> {
         let mut s = TcpStream::connect(target.addr).await.map_err(|e| format!("connect: {e}"))?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -144,7 +232,7 @@ impl Socket {
                     return Err(format!("expected 101, got {line:?}"));
                 }
                 buf.drain(..end + 4);
-                return Ok(Socket { s, buf });
+                return Ok(Socket { io: SocketIo::H1(s), buf });
             }
             read_more(&mut s, &mut buf).await?;
         }
@@ -153,7 +241,7 @@ impl Socket {
     /// Sends `message` (a whole client frame) and waits for one data frame
     /// back of `expect_len` payload bytes; pings are answered.
     async fn echo(&mut self, message: &[u8], expect_len: usize) -> Result<(), String> {
-        self.s.write_all(message).await.map_err(|e| format!("write: {e}"))?;
+        self.io.write_all(message).await?;
         loop {
             if let Some(f) = parse_frame(&self.buf)? {
                 let (opcode, len, payload_len) = (f.opcode, f.len, f.payload.len());
@@ -163,14 +251,14 @@ impl Socket {
                     0x1 | 0x2 if payload_len == expect_len => return Ok(()),
                     0x9 => {
                         let pong = pong.unwrap_or_default();
-                        self.s.write_all(&pong).await.map_err(|e| format!("write: {e}"))?;
+                        self.io.write_all(&pong).await?;
                     }
                     0xA => {}
                     other => return Err(format!("unexpected frame: opcode {other:#x}, {payload_len} bytes")),
                 }
                 continue;
             }
-            read_more(&mut self.s, &mut self.buf).await?;
+            self.io.read_more(&mut self.buf).await?;
         }
     }
 }
@@ -186,13 +274,33 @@ async fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-/// Opens `n` sockets, a bounded number of handshakes at a time.
-async fn open_all(target: &Rc<Target>, n: usize) -> Result<Vec<Socket>, String> {
+/// Opens `n` sockets, a bounded number of handshakes at a time; over
+/// HTTP/2 with `per_h2` sockets per connection.
+async fn open_all(target: &Rc<Target>, n: usize, per_h2: Option<usize>) -> Result<Vec<Socket>, String> {
+    if let Some(per) = per_h2 {
+        return open_all_h2(target, n, per.max(1)).await;
+    }
     let mut sockets = Vec::with_capacity(n);
     for batch in (0..n).collect::<Vec<_>>().chunks(256) {
         let opening = batch.iter().map(|_| {
             let target = Rc::clone(target);
             async move { Socket::open(&target).await }
+        });
+        for socket in futures_join(opening).await {
+            sockets.push(socket?);
+        }
+    }
+    Ok(sockets)
+}
+
+async fn open_all_h2(target: &Rc<Target>, n: usize, per: usize) -> Result<Vec<Socket>, String> {
+    let mut sockets = Vec::with_capacity(n);
+    while sockets.len() < n {
+        let h2 = h2_connect(target).await?;
+        let count = per.min(n - sockets.len());
+        let opening = (0..count).map(|_| {
+            let (h2, target) = (h2.clone(), Rc::clone(target));
+            async move { Socket::open_h2(h2, &target).await }
         });
         for socket in futures_join(opening).await {
             sockets.push(socket?);
@@ -214,7 +322,7 @@ async fn futures_join<F: std::future::Future + 'static>(futs: impl Iterator<Item
 }
 
 async fn throughput(args: &WsLoadArgs, target: Rc<Target>) -> Result<String, String> {
-    let sockets = open_all(&target, args.connections).await?;
+    let sockets = open_all(&target, args.connections, args.h2).await?;
     let payload = vec![b'x'; args.size];
     let message = Rc::new(frame(if args.binary { 0x82 } else { 0x81 }, &payload));
     let done = Rc::new(Cell::new(0u64));
@@ -248,15 +356,20 @@ async fn throughput(args: &WsLoadArgs, target: Rc<Target>) -> Result<String, Str
     let rss = args.server_pid.and_then(procfs::rss_kib);
     if args.json {
         return Ok(format!(
-            "{{\"connections\":{},\"messages\":{messages},\"seconds\":{elapsed:.3},\"messages_per_sec\":{per_sec:.0},\"messages_per_server_cpu_sec\":{},\"errors\":{},\"server_rss_kib\":{}}}",
+            "{{\"connections\":{},\"h2_per_connection\":{},\"messages\":{messages},\"seconds\":{elapsed:.3},\"messages_per_sec\":{per_sec:.0},\"messages_per_server_cpu_sec\":{},\"errors\":{},\"server_rss_kib\":{}}}",
             args.connections,
+            args.h2.map_or("null".into(), |v| v.to_string()),
             per_cpu.map_or("null".into(), |v| format!("{v:.0}")),
             errors.get(),
             rss.map_or("null".into(), |v| v.to_string()),
         ));
     }
+    let over = match args.h2 {
+        Some(per) => format!(" over HTTP/2 ({} per connection)", per.max(1)),
+        None => String::new(),
+    };
     let mut report = format!(
-        "{} connections, {}-byte messages: {messages} echoes in {elapsed:.2} s = {per_sec:.0} messages/s",
+        "{} sockets{over}, {}-byte messages: {messages} echoes in {elapsed:.2} s = {per_sec:.0} messages/s",
         args.connections, args.size
     );
     if let Some(v) = per_cpu {
@@ -277,7 +390,7 @@ async fn memory(args: &WsLoadArgs, target: Rc<Target>) -> Result<String, String>
     let pid = args.server_pid.ok_or("--memory needs --server-pid")?;
     let rss = || procfs::rss_kib(pid).ok_or_else(|| format!("cannot read the RSS of process {pid}"));
     let before = rss()?;
-    let mut sockets = open_all(&target, args.connections).await?;
+    let mut sockets = open_all(&target, args.connections, args.h2).await?;
     // One small echo each, so every connection is past its handshake and
     // has read a message.
     let small = frame(0x81, b"hello");

@@ -69,6 +69,14 @@ pub(crate) const HANDLER_PANICKED: Canned<'static> =
 /// `500` for a response that tried to send an invalid header.
 pub(crate) const INVALID_RESPONSE_HEADER: Canned<'static> =
     Canned::new(StatusCode::INTERNAL_SERVER_ERROR, "invalid response header");
+/// `501` for an HTTP/2 extended `CONNECT` (RFC 8441) whose `:protocol`
+/// the server does not speak (it speaks `websocket`).
+pub(crate) const UNKNOWN_CONNECT_PROTOCOL: Canned<'static> =
+    Canned::new(StatusCode::NOT_IMPLEMENTED, "extended CONNECT protocol not supported");
+/// `400` for an HTTP/2 extended `CONNECT` to a route that answered it as
+/// an ordinary `GET` (a `2xx` would tell the client its tunnel is open).
+pub(crate) const NOT_A_TUNNEL: Canned<'static> =
+    Canned::new(StatusCode::BAD_REQUEST, "this resource does not speak WebSocket");
 /// `503` for a connection over the worker's limit.
 pub(crate) const CONNECTION_LIMIT: Canned<'static> = Canned {
     status: StatusCode::SERVICE_UNAVAILABLE,

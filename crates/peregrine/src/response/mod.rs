@@ -227,6 +227,12 @@ impl Response {
         self.rare_mut().upgrade = Some(on_upgrade);
     }
 
+    /// Takes out what takes the connection after a `101` (the HTTP/2
+    /// driver runs it on the stream instead).
+    pub(crate) fn take_upgrade(&mut self) -> Option<crate::upgrade::OnUpgrade> {
+        self.rare.as_mut().and_then(|r| r.upgrade.take())
+    }
+
     fn rare_mut(&mut self) -> &mut Rare {
         self.rare.get_or_insert_with(Box::default)
     }

@@ -1,5 +1,6 @@
-//! The opening handshake (RFC 6455 §4.2): checking a client's request and
-//! computing the server's answer. Pure functions over header values.
+//! The opening handshake (RFC 6455 §4.2, and RFC 8441 §5 over HTTP/2):
+//! checking a client's request and computing the server's answer. Pure
+//! functions over header values.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -39,13 +40,22 @@ pub(crate) fn values<'a, 'r: 'a>(
         .filter_map(|(_, v)| std::str::from_utf8(v).ok())
 }
 
-/// Checks a handshake request; `Ok` holds the client's key.
+/// What HTTP/2 refuses a version other than 13 with: the version the
+/// server speaks (RFC 6455 §4.4; `426` means nothing without `Upgrade`).
+const VERSION_HEADERS: &[(&str, &str)] = &[("Sec-WebSocket-Version", "13")];
+
+/// Checks a handshake request; `Ok` holds the client's key, or `None` for
+/// an HTTP/2 extended `CONNECT`, which has none.
 ///
 /// A request that does not ask for a WebSocket at all (no `Upgrade:
-/// websocket` with `Connection: upgrade`), or asks for a version other than
-/// 13, gets `426 Upgrade Required` naming what the server speaks (§4.4);
-/// a WebSocket request that is malformed gets `400`.
-pub(crate) fn check<'r>(req: &Request<'r>) -> Result<&'r str, Error> {
+/// websocket` with `Connection: upgrade`; on HTTP/2 no `:protocol`), or
+/// asks for a version other than 13 on HTTP/1.1, gets `426 Upgrade
+/// Required` naming what the server speaks (§4.4); a WebSocket request
+/// that is malformed gets `400`.
+pub(crate) fn check<'r>(req: &Request<'r>) -> Result<Option<&'r str>, Error> {
+    if req.version() == Version::Http2 {
+        return check_extended_connect(req).map(|()| None);
+    }
     if !has_token(req, "upgrade", "websocket") || !has_token(req, "connection", "upgrade") {
         return Err(Error::new(StatusCode::UPGRADE_REQUIRED, "this resource speaks WebSocket only")
             .with_headers(UPGRADE_HEADERS));
@@ -71,9 +81,32 @@ pub(crate) fn check<'r>(req: &Request<'r>) -> Result<&'r str, Error> {
         (Some(_), Some(_)) => return Err(Error::bad_request("more than one Sec-WebSocket-Key")),
     };
     match STANDARD.decode(key) {
-        Ok(nonce) if nonce.len() == 16 => Ok(key),
+        Ok(nonce) if nonce.len() == 16 => Ok(Some(key)),
         _ => Err(Error::bad_request("Sec-WebSocket-Key is not 16 bytes in base64")),
     }
+}
+
+/// Checks an extended `CONNECT` (RFC 8441 §5), which the HTTP/2 driver
+/// routes as a `GET` with its `:protocol` first among the fields. There is
+/// no key and no accept: the stream is the proof that the client speaks
+/// the protocol (a `Sec-WebSocket-Key` sent anyway is ignored).
+fn check_extended_connect(req: &Request<'_>) -> Result<(), Error> {
+    if !req.header_str(":protocol").is_some_and(|p| p.eq_ignore_ascii_case("websocket")) {
+        return Err(Error::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "this resource speaks WebSocket only (over HTTP/2: an extended CONNECT, RFC 8441)",
+        )
+        .with_headers(VERSION_HEADERS));
+    }
+    if req.method() != Method::Get {
+        return Err(Error::bad_request("a WebSocket handshake must stand for a GET"));
+    }
+    let mut versions = values(req, "sec-websocket-version");
+    if versions.next().map(str::trim) != Some("13") || versions.next().is_some() {
+        return Err(Error::bad_request("unsupported WebSocket version: this server speaks 13")
+            .with_headers(VERSION_HEADERS));
+    }
+    Ok(())
 }
 
 /// The first of `ours` (in our order of preference) that the client

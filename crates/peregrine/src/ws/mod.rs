@@ -28,6 +28,19 @@
 //! [`WebSocketUpgrade::on_upgrade`], whose closure gets the [`WebSocket`]
 //! after the `101` has been sent, on the same worker task.
 //!
+//! # Over HTTP/2
+//! The same route and handler serve RFC 8441: the HTTP/2 driver routes an
+//! extended `CONNECT` with `:protocol: websocket` as the `GET` it stands
+//! for (with `:protocol` first among the fields, which is how the
+//! extractor tells it from a plain `GET`), the extractor checks the
+//! version (no key: `400` for another version, since `426` means nothing
+//! without `Upgrade`), the answer is `200` with the agreed subprotocol and
+//! extension, and the socket reads and writes the stream's DATA frames.
+//! Everything below holds there too: the stream's flow-control window is
+//! given back only as the socket reads (backpressure), writes wait for
+//! window capacity, shutdown sends close `1001` then `END_STREAM`, and a
+//! client's `RST_STREAM` ends the handler at once.
+//!
 //! # Own codec rather than tungstenite
 //! The framing is this crate's, a few hundred lines over RFC 6455, for
 //! two reasons. tungstenite refuses every frame with

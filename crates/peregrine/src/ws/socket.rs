@@ -22,9 +22,8 @@ use super::deflate::Deflater;
 use super::frame::{encode_header, OpCode};
 use super::read::{Event, ProtocolError, Reader};
 use super::{CloseCode, CloseFrame, Message, WebSocketConfig, WsError};
-use crate::upgrade::Upgraded;
+use crate::upgrade::{Upgraded, UpgradedIo};
 use crate::worker::timer::{ConnTimer, Wait};
-use crate::worker::transport::Io;
 use crate::worker::Worker;
 
 /// Output capacity kept after a flush; a larger buffer (a big message) is
@@ -60,7 +59,7 @@ struct Keepalive {
 
 /// A WebSocket connection; see the [module docs](super).
 pub struct WebSocket {
-    io: Io,
+    io: UpgradedIo,
     rbuf: Box<[u8]>,
     rstart: usize,
     rend: usize,

@@ -1,5 +1,6 @@
 //! [`WebSocketUpgrade`]: the extractor that checks a handshake and turns
-//! the handler's answer into a `101` that hands the connection to a
+//! the handler's answer into a protocol switch that hands the connection
+//! (HTTP/1.1: `101`) or the stream (HTTP/2, RFC 8441: `200`) to a
 //! [`WebSocket`].
 
 use std::future::Future;
@@ -18,13 +19,16 @@ use crate::upgrade::OnUpgrade;
 ///
 /// As an extractor it refuses a request that is not a version-13
 /// WebSocket handshake before the handler runs (`426 Upgrade Required`
-/// with `Sec-WebSocket-Version: 13` for a plain request or another
-/// version, `400` for a malformed one). The handler may still refuse with
+/// with `Sec-WebSocket-Version: 13` for a plain request or, on HTTP/1.1,
+/// another version, `400` for a malformed one). It accepts an HTTP/1.1
+/// `Upgrade: websocket` request and an HTTP/2 extended `CONNECT` with
+/// `:protocol: websocket` (RFC 8441) alike, so one handler serves both. The handler may still refuse with
 /// any response of its own (after checking [`WebSocketUpgrade::origin`],
 /// say); to accept, it answers with [`WebSocketUpgrade::on_upgrade`].
 #[derive(Debug)]
 pub struct WebSocketUpgrade {
-    accept: String,
+    /// `Sec-WebSocket-Accept` (HTTP/1.1 only: RFC 8441 has no key).
+    accept: Option<String>,
     origin: Option<String>,
     offered_protocols: Vec<String>,
     /// The client's permessage-deflate offer the server can accept.
@@ -41,7 +45,7 @@ impl<S> FromRequest<S> for WebSocketUpgrade {
             .filter(|p| !p.is_empty())
             .collect();
         Ok(WebSocketUpgrade {
-            accept: accept_key(key),
+            accept: key.map(accept_key),
             origin: req.header_str("origin").map(str::to_owned),
             offered_protocols,
             deflate_offer: deflate::negotiate(handshake::values(req, "sec-websocket-extensions")),
@@ -88,8 +92,9 @@ impl WebSocketUpgrade {
         choose_protocol(&self.offered_protocols, &self.config.protocols).map(String::as_str)
     }
 
-    /// Accepts: answers `101 Switching Protocols`, and once it is sent runs
-    /// `handler` with the socket, on the connection's own task.
+    /// Accepts: answers `101 Switching Protocols` (HTTP/2: `200`), and once
+    /// it is sent runs `handler` with the socket, on the connection's own
+    /// task (HTTP/2: the stream's).
     pub fn on_upgrade<F, Fut>(self, handler: F) -> Response
     where
         F: FnOnce(WebSocket) -> Fut + 'static,
@@ -101,9 +106,10 @@ impl WebSocketUpgrade {
         let socket_protocol = protocol.clone();
         let mut response = Response::switching_protocols(OnUpgrade::new(move |upgraded| {
             handler(WebSocket::new(upgraded, config, socket_protocol, deflate))
-        }))
-        .header("Upgrade", "websocket")
-        .header("Sec-WebSocket-Accept", self.accept);
+        }));
+        if let Some(accept) = self.accept {
+            response = response.header("Upgrade", "websocket").header("Sec-WebSocket-Accept", accept);
+        }
         if let Some(protocol) = protocol {
             response = response.header("Sec-WebSocket-Protocol", protocol);
         }

@@ -33,7 +33,7 @@ use crate::request::{Params, Request};
 use crate::response::canned::{self, Canned};
 use crate::response::{FileRange, IntoResponse, Response, ResponseWriter};
 use crate::router::{Lookup, Router};
-use crate::upgrade::{OnUpgrade, Upgraded};
+use crate::upgrade::{OnUpgrade, Upgraded, UpgradedIo};
 use crate::worker::readbuf::ReadBuf;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::transport::Io;
@@ -716,7 +716,7 @@ impl<S: 'static> Conn<S> {
         let Conn { peer, worker, timer, .. } = self;
         // The new protocol keeps its own deadlines.
         timer.arm(Wait::Busy, u64::MAX);
-        on_upgrade.run(Upgraded { io: stream, read_ahead, peer, worker, timer }).await;
+        on_upgrade.run(Upgraded { io: UpgradedIo::Conn(stream), read_ahead, peer, worker, timer }).await;
     }
 
     /// Queues a server-generated answer after which the connection closes.

@@ -78,6 +78,23 @@ impl Activity {
     }
 }
 
+impl Activity {
+    /// Marks application code that holds a busy count as waiting on the
+    /// client, until [`Activity::end_wait`]: a tunnel waiting for window
+    /// capacity (the guard form, [`Activity::waiting_on_client`], cannot
+    /// live in the tunnel, which outlives any borrow).
+    pub(super) fn begin_wait(&self) {
+        self.busy.set(self.busy.get().saturating_sub(1));
+        self.rearm();
+    }
+
+    /// Ends [`Activity::begin_wait`]: the client made progress.
+    pub(super) fn end_wait(&self) {
+        self.busy.set(self.busy.get() + 1);
+        self.rearm();
+    }
+}
+
 /// See [`Activity::open_stream`].
 pub(super) struct OpenGuard<'a> {
     activity: &'a Activity,

@@ -27,13 +27,19 @@
 //!   makes no progress the I/O timeout.
 //! - Shutdown sends `GOAWAY`, lets the streams in flight finish, then
 //!   closes.
+//! - WebSocket over HTTP/2 (RFC 8441): an extended `CONNECT` is routed as
+//!   the `GET` it stands for, and a handler that upgrades gets the stream
+//!   as its socket (`connect.rs`, `tunnel.rs`), while the connection goes
+//!   on serving its other streams.
 
 mod activity;
 mod body;
+mod connect;
 mod respond;
 mod rewind;
 mod settings;
 mod stream;
+mod tunnel;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -49,6 +55,7 @@ use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::{Registration, Worker};
 use activity::Activity;
 pub(crate) use rewind::Rewind;
+pub(crate) use tunnel::Tunnel;
 
 /// The start of the client connection preface (RFC 9113 §3.4). On a port
 /// that also speaks HTTP/1.1, a connection whose first bytes are these is

@@ -105,6 +105,30 @@ fn head_or_refuse(
     None
 }
 
+/// Answers an extended `CONNECT` (RFC 8441) whose handler switched
+/// protocols: `200` with the handler's headers (`content-type`,
+/// `content-length` and the HTTP/1.1 `upgrade` left out), the stream left
+/// open. `None` after answering `500` instead, when a header cannot be
+/// carried by HTTP/2, or when the client is gone.
+pub(super) fn send_tunnel_head(
+    respond: &mut SendResponse<Bytes>,
+    response: &Response,
+    date: &DateBlock,
+) -> Option<SendStream<Bytes>> {
+    let mut head = http::Response::new(());
+    let headers = head.headers_mut();
+    headers.insert(SERVER, HeaderValue::from_static("peregrine"));
+    if !add_fields(headers, response.headers()) {
+        tracing::error!("refusing a response with a header HTTP/2 cannot carry");
+        send_at_once(respond, Response::canned(canned::INVALID_RESPONSE_HEADER), false, date);
+        return None;
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&date[6..35]) {
+        headers.insert(DATE, value);
+    }
+    respond.send_response(head, false).ok()
+}
+
 /// Sends a response that does not [need pacing](needs_pacing): every
 /// frame is queued now, nothing waits. `head_only` for `HEAD`.
 pub(super) fn send_at_once(

@@ -1,5 +1,14 @@
 //! The `h2` server builder from [`Http2Config`]: what the server announces
 //! in its SETTINGS and the budgets that end an abusive connection.
+//!
+//! `SETTINGS_ENABLE_CONNECT_PROTOCOL` (RFC 8441, WebSocket over HTTP/2) is
+//! always announced. Which routes take a WebSocket cannot be known ahead
+//! (the extractor sits inside a type-erased handler), and announcing it
+//! is harmless where none does: an extended `CONNECT` is then answered as
+//! the `GET` it stands for would be (`404`, `405`, or `400` for a route
+//! that does not speak WebSocket; see `connect.rs`), where without it `h2`
+//! would reset the stream with `PROTOCOL_ERROR`. It costs six bytes of the
+//! first SETTINGS frame.
 
 use std::time::Duration;
 
@@ -26,6 +35,7 @@ pub(super) fn builder(config: &Http2Config) -> h2::server::Builder {
         .max_pending_accept_reset_streams(config.max_pending_accept_reset_streams)
         .max_local_error_reset_streams(Some(config.max_local_error_reset_streams))
         .max_concurrent_reset_streams(MAX_REMEMBERED_RESETS)
-        .reset_stream_duration(RESET_STREAM_MEMORY);
+        .reset_stream_duration(RESET_STREAM_MEMORY)
+        .enable_connect_protocol();
     builder
 }

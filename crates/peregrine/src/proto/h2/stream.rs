@@ -27,7 +27,7 @@ use h2::RecvStream;
 use http::request::Parts;
 
 use super::body::{self, Refused, StreamedBody};
-use super::{respond, Activity, Shared};
+use super::{connect, respond, Activity, Shared};
 use crate::body::Body;
 use crate::http::uri;
 use crate::http::{Header, Method, Version};
@@ -45,7 +45,7 @@ pub(super) fn answer_whole<S: 'static>(
     mut respond: SendResponse<Bytes>,
     shared: &Rc<Shared<S>>,
 ) -> Option<(http::Request<RecvStream>, SendResponse<Bytes>)> {
-    if !request.body().is_end_stream() {
+    if !request.body().is_end_stream() || connect::is_extended(&request) {
         return Some((request, respond));
     }
     let uri = request.uri();
@@ -137,6 +137,10 @@ pub(super) async fn serve<S: 'static>(
     mut respond: SendResponse<Bytes>,
     shared: Rc<Shared<S>>,
 ) {
+    if connect::is_extended(&request) {
+        let (parts, recv) = request.into_parts();
+        return connect::serve(parts, recv, respond, shared).await;
+    }
     let activity = &shared.activity;
     let _open = activity.open_stream();
     let (parts, recv) = request.into_parts();
@@ -219,7 +223,7 @@ async fn serve_streamed<S: 'static>(
 
 /// Runs application code until it answers, or until the client resets the
 /// stream (then `None`, and the future is dropped).
-async fn until_reset(
+pub(super) async fn until_reset(
     answer: impl Future<Output = Response>,
     respond: &mut SendResponse<Bytes>,
     activity: &Activity,
@@ -250,7 +254,7 @@ fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequ
 /// The request's header fields as handlers see them: `:authority` first,
 /// as `host`, when the client sent no `host` field (so code written for
 /// HTTP/1.1 finds it), then every field as sent.
-fn fields<'a>(
+pub(super) fn fields<'a>(
     uri: &'a http::Uri,
     headers: &'a http::HeaderMap,
 ) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
