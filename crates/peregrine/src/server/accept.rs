@@ -84,9 +84,11 @@ pub(crate) async fn run<S: 'static>(
     config: Config,
     router: Router<S>,
     mut shutdown: watch::Receiver<bool>,
+    others: impl FnOnce(&Rc<Worker>, &Rc<Router<S>>) -> Vec<tokio::task::JoinHandle<()>>,
 ) {
     let worker = Rc::new(Worker::new(config));
     let router = Rc::new(router);
+    let others = others(&worker, &router);
     let ticker = tokio::task::spawn_local(tick_forever(Rc::clone(&worker)));
     // Where the next poll starts, so a busy listener cannot starve others.
     let first = Cell::new(0usize);
@@ -147,6 +149,11 @@ pub(crate) async fn run<S: 'static>(
             next_sweep = Instant::now() + SHUTDOWN_SWEEP;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Drivers that own their sockets drain on their own, within the same
+    // shutdown timeout.
+    for task in others {
+        let _ = task.await;
     }
     ticker.abort();
 }

@@ -283,7 +283,7 @@ fn reply_settings(head: &Head<'_, '_>, shutting_down: bool) -> Reply {
     let connection = match (keep_alive, head.version) {
         (false, _) => ConnectionHeader::Close,
         (true, Version::Http10) => ConnectionHeader::KeepAlive,
-        (true, Version::Http11 | Version::Http2) => ConnectionHeader::Omit,
+        (true, Version::Http11 | Version::Http2 | Version::Http3) => ConnectionHeader::Omit,
     };
     Reply { connection, head_only: head.method == Method::Head }
 }

@@ -49,6 +49,11 @@ use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::{Registration, Worker};
 use activity::Activity;
 pub(crate) use rewind::Rewind;
+// HTTP/3 maps requests and responses to `http` types by the same rules.
+#[cfg(feature = "http3")]
+pub(crate) use respond::head as response_head;
+#[cfg(feature = "http3")]
+pub(crate) use stream::fields as request_fields;
 
 /// The start of the client connection preface (RFC 9113 §3.4). On a port
 /// that also speaks HTTP/1.1, a connection whose first bytes are these is

@@ -250,7 +250,7 @@ fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequ
 /// The request's header fields as handlers see them: `:authority` first,
 /// as `host`, when the client sent no `host` field (so code written for
 /// HTTP/1.1 finds it), then every field as sent.
-fn fields<'a>(
+pub(crate) fn fields<'a>(
     uri: &'a http::Uri,
     headers: &'a http::HeaderMap,
 ) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
