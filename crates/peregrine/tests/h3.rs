@@ -330,3 +330,51 @@ fn shutdown_sends_goaway_and_finishes_requests_in_flight() {
         stopping.await.expect("server stops");
     });
 }
+
+#[test]
+fn tls_listeners_advertise_http3_with_alt_svc() {
+    use common::h2client;
+    let dir = certs();
+    let tls = Tls::from_pem_files(dir.join("server.crt"), dir.join("server.key")).expect("load the certificate");
+    // Cleartext first, then TLS on TCP with HTTP/3 on the same UDP port.
+    let server = Server::with_config(Config { workers: 1, ..Config::default() })
+        .listen(Listener::new(([127, 0, 0, 1], 0)))
+        .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls).http3(true))
+        .start(|_| async { router() })
+        .expect("server starts");
+    let (plain, secure) = (server.local_addrs()[0], server.local_addrs()[1]);
+    local().block_on(&runtime(), async move {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt")).expect("CA");
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(secure).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS");
+        let (mut send, conn) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
+        tokio::task::spawn_local(async move {
+            let _ = conn.await;
+        });
+        let answer = h2client::exchange(&mut send, h2client::request("GET", "/plaintext"), b"").await;
+        assert_eq!(answer.status, 200);
+        let want = format!("h3=\":{}\"; ma=86400", secure.port());
+        assert_eq!(answer.header("alt-svc"), Some(want.as_str()));
+
+        // The advertised service answers.
+        let endpoint = client(&dir);
+        let (mut h3, _conn) = h3_client(&endpoint, secure).await;
+        assert_eq!(request(&mut h3, "GET", "/plaintext", b"").await.body, b"Hello, World!");
+
+        // Cleartext connections advertise nothing (browsers use Alt-Svc
+        // from https origins only).
+        let mut h2c = h2client::connect(plain).await;
+        let answer = h2client::exchange(&mut h2c, h2client::request("GET", "/plaintext"), b"").await;
+        assert_eq!((answer.status, answer.header("alt-svc")), (200, None));
+    });
+}

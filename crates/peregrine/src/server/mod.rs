@@ -207,6 +207,13 @@ impl Server {
         }
         #[cfg(feature = "http3")]
         let quic_endpoint = crate::proto::h3::endpoint_config();
+        // TLS connections advertise the first HTTP/3 listener's port.
+        let alt_svc = self
+            .listeners
+            .iter()
+            .zip(&local_addrs)
+            .find(|(listener, _)| listener.h3)
+            .and_then(|(_, addr)| http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", addr.port())).ok());
         #[cfg(feature = "tls")]
         let reloader = {
             let mut stores: Vec<crate::tls::Tls> = Vec::new();
@@ -233,6 +240,7 @@ impl Server {
             #[cfg(feature = "http3")]
             let (quic, quic_endpoint) = (quic_per_worker.next().unwrap_or_default(), quic_endpoint.clone());
             let app = Arc::clone(&app);
+            let alt_svc = alt_svc.clone();
             let config = config.clone();
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
@@ -308,7 +316,7 @@ impl Server {
                             #[cfg(not(feature = "http3"))]
                             Vec::new()
                         };
-                        accept::run(listeners, config, router, shutdown, others).await;
+                        accept::run(listeners, config, router, shutdown, alt_svc, others).await;
                     });
                 })?;
             threads.push(thread);

@@ -232,7 +232,7 @@ pub(crate) async fn serve<S: 'static>(
                 // this future stays as small as HTTP/1.1 needs.
                 let io = h2::Rewind::new(Bytes::copy_from_slice(conn.rbuf.data()), stream);
                 let (peer, worker, router, timer) = (conn.peer, conn.worker, conn.router, conn.timer);
-                return Box::pin(h2::serve(io, peer, worker, router, timer, registration)).await;
+                return Box::pin(h2::serve(io, false, peer, worker, router, timer, registration)).await;
             }
         }
     }

@@ -19,7 +19,7 @@ use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use h2::server::SendResponse;
 use h2::SendStream;
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
+use http::header::{HeaderMap, HeaderName, HeaderValue, ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 
 use super::activity::Activity;
 use crate::http::date::DateBlock;
@@ -88,10 +88,14 @@ pub(super) fn needs_pacing(response: &Response) -> bool {
 fn head_or_refuse(
     respond: &mut SendResponse<Bytes>,
     response: &Response,
-    date: &DateBlock,
+    stamp: &Stamp<'_>,
     length: Option<usize>,
 ) -> Option<http::Response<()>> {
-    if let Some(head) = head(response, date, length) {
+    let date = &stamp.date;
+    if let Some(mut head) = head(response, date, length) {
+        if let Some(alt_svc) = stamp.alt_svc {
+            head.headers_mut().insert(ALT_SVC, alt_svc.clone());
+        }
         return Some(head);
     }
     tracing::error!("refusing a response with a header HTTP/2 cannot carry");
@@ -105,13 +109,21 @@ fn head_or_refuse(
     None
 }
 
+/// What the server adds to every response head of a connection: the
+/// `Date`, and on TLS connections of a server with an HTTP/3 listener the
+/// `Alt-Svc` that advertises it.
+pub(super) struct Stamp<'a> {
+    pub(super) date: DateBlock,
+    pub(super) alt_svc: Option<&'a HeaderValue>,
+}
+
 /// Sends a response that does not [need pacing](needs_pacing): every
 /// frame is queued now, nothing waits. `head_only` for `HEAD`.
 pub(super) fn send_at_once(
     respond: &mut SendResponse<Bytes>,
     mut response: Response,
     head_only: bool,
-    date: &DateBlock,
+    date: &Stamp<'_>,
 ) {
     debug_assert!(!needs_pacing(&response));
     let body = response.take_body();
@@ -139,7 +151,7 @@ pub(super) async fn send(
     respond: &mut SendResponse<Bytes>,
     mut response: Response,
     head_only: bool,
-    date: &DateBlock,
+    date: &Stamp<'_>,
     activity: &Activity,
 ) {
     if !needs_pacing(&response) {
