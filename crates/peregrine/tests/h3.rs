@@ -378,3 +378,13 @@ fn tls_listeners_advertise_http3_with_alt_svc() {
         assert_eq!((answer.status, answer.header("alt-svc")), (200, None));
     });
 }
+
+#[test]
+fn http3_without_tls_is_refused_at_start() {
+    let err = Server::with_config(Config { workers: 1, ..Config::default() })
+        .listen(Listener::new(([127, 0, 0, 1], 0)).http3(true))
+        .start(|_| async { router() })
+        .expect_err("HTTP/3 needs a certificate");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("HTTP/3 needs TLS"), "{err}");
+}
