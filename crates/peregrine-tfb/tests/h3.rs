@@ -70,7 +70,8 @@ fn serves_baseline_static_and_json_over_http3() {
         assert_eq!((head.status().as_u16(), body.as_slice()), (200, &b"3"[..]));
         let (head, body) = get("/static/app.js").await;
         assert_eq!(head.status().as_u16(), 200);
-        let on_disk = std::fs::read(repo_root().join("crates/peregrine-tfb/data/static/app.js")).expect("app.js");
+        let on_disk =
+            std::fs::read(repo_root().join("crates/peregrine-tfb/data/static/app.js")).expect("app.js");
         assert!(body == on_disk, "static file differs over HTTP/3");
         let (head, body) = get("/json/3?m=2").await;
         assert_eq!(head.status().as_u16(), 200);

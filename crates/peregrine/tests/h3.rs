@@ -65,7 +65,8 @@ fn start(dir: &Path) -> ServerHandle {
 }
 
 fn start_with(dir: &Path, config: Config) -> ServerHandle {
-    let tls = Tls::from_pem_files(dir.join("server.crt"), dir.join("server.key")).expect("load the certificate");
+    let tls =
+        Tls::from_pem_files(dir.join("server.crt"), dir.join("server.key")).expect("load the certificate");
     Server::with_config(config)
         .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls).http3(true))
         .start(|_| async { router() })
@@ -98,7 +99,8 @@ type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 /// An HTTP/3 client on a new connection; its driver runs on a task.
 async fn h3_client(endpoint: &quinn::Endpoint, addr: SocketAddr) -> (SendRequest, quinn::Connection) {
     let conn = connect(endpoint, addr).await;
-    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone())).await.expect("h3 client");
+    let (mut driver, send) =
+        h3::client::new(h3_quinn::Connection::new(conn.clone())).await.expect("h3 client");
     tokio::task::spawn_local(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });
@@ -227,7 +229,11 @@ fn many_concurrent_streams_on_one_connection() {
 
 /// Writes `bytes` on a new request stream of a raw QUIC connection (ALPN
 /// `h3`, no HTTP/3 client), ends the stream, and returns the connection.
-async fn raw_stream(endpoint: &quinn::Endpoint, addr: SocketAddr, bytes: &[u8]) -> (quinn::Connection, quinn::RecvStream) {
+async fn raw_stream(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    bytes: &[u8],
+) -> (quinn::Connection, quinn::RecvStream) {
     let conn = connect(endpoint, addr).await;
     let (mut send, recv) = conn.open_bi().await.expect("open a request stream");
     send.write_all(bytes).await.expect("write frames");
@@ -237,7 +243,9 @@ async fn raw_stream(endpoint: &quinn::Endpoint, addr: SocketAddr, bytes: &[u8]) 
 
 /// The application error code the server closed `conn` with.
 async fn closed_with(conn: &quinn::Connection) -> u64 {
-    let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed()).await.expect("server closes the connection");
+    let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("server closes the connection");
     match closed {
         quinn::ConnectionError::ApplicationClosed(close) => close.error_code.into_inner(),
         other => panic!("connection ended otherwise: {other}"),
@@ -335,7 +343,8 @@ fn shutdown_sends_goaway_and_finishes_requests_in_flight() {
 fn tls_listeners_advertise_http3_with_alt_svc() {
     use common::h2client;
     let dir = certs();
-    let tls = Tls::from_pem_files(dir.join("server.crt"), dir.join("server.key")).expect("load the certificate");
+    let tls =
+        Tls::from_pem_files(dir.join("server.crt"), dir.join("server.key")).expect("load the certificate");
     // Cleartext first, then TLS on TCP with HTTP/3 on the same UDP port.
     let server = Server::with_config(Config { workers: 1, ..Config::default() })
         .listen(Listener::new(([127, 0, 0, 1], 0)))

@@ -201,19 +201,19 @@ impl Server {
                 }
             }
             let local = local.ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("listener {}: nothing to bind", listener.addr))
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("listener {}: nothing to bind", listener.addr),
+                )
             })?;
             local_addrs.push(local);
         }
         #[cfg(feature = "http3")]
         let quic_endpoint = crate::proto::h3::endpoint_config();
         // TLS connections advertise the first HTTP/3 listener's port.
-        let alt_svc = self
-            .listeners
-            .iter()
-            .zip(&local_addrs)
-            .find(|(listener, _)| listener.h3)
-            .and_then(|(_, addr)| http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", addr.port())).ok());
+        let alt_svc = self.listeners.iter().zip(&local_addrs).find(|(listener, _)| listener.h3).and_then(
+            |(_, addr)| http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", addr.port())).ok(),
+        );
         #[cfg(feature = "tls")]
         let reloader = {
             let mut stores: Vec<crate::tls::Tls> = Vec::new();
@@ -300,22 +300,23 @@ impl Server {
                         // Drivers that own their sockets (QUIC endpoints),
                         // started with the worker's state; the accept loop
                         // waits for them at shutdown.
-                        let others = move |_worker: &std::rc::Rc<crate::worker::Worker>,
-                                           _router: &std::rc::Rc<Router<S>>| {
-                            #[cfg(feature = "http3")]
-                            return endpoints
-                                .into_iter()
-                                .map(|endpoint| {
-                                    tokio::task::spawn_local(crate::proto::h3::serve_endpoint(
-                                        endpoint,
-                                        std::rc::Rc::clone(_worker),
-                                        std::rc::Rc::clone(_router),
-                                    ))
-                                })
-                                .collect::<Vec<_>>();
-                            #[cfg(not(feature = "http3"))]
-                            Vec::new()
-                        };
+                        let others =
+                            move |_worker: &std::rc::Rc<crate::worker::Worker>,
+                                  _router: &std::rc::Rc<Router<S>>| {
+                                #[cfg(feature = "http3")]
+                                return endpoints
+                                    .into_iter()
+                                    .map(|endpoint| {
+                                        tokio::task::spawn_local(crate::proto::h3::serve_endpoint(
+                                            endpoint,
+                                            std::rc::Rc::clone(_worker),
+                                            std::rc::Rc::clone(_router),
+                                        ))
+                                    })
+                                    .collect::<Vec<_>>();
+                                #[cfg(not(feature = "http3"))]
+                                Vec::new()
+                            };
                         accept::run(listeners, config, router, shutdown, alt_svc, others).await;
                     });
                 })?;

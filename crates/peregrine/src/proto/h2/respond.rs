@@ -55,7 +55,11 @@ fn add_fields<'h>(map: &mut HeaderMap, fields: impl Iterator<Item = (&'h str, &'
 
 /// The response head: status, `server`, `content-type`, the handler's
 /// headers, `date` and, for a body in memory, `content-length`.
-pub(crate) fn head(response: &Response, date: &DateBlock, length: Option<usize>) -> Option<http::Response<()>> {
+pub(crate) fn head(
+    response: &Response,
+    date: &DateBlock,
+    length: Option<usize>,
+) -> Option<http::Response<()>> {
     let mut head = http::Response::new(());
     *head.status_mut() = http::StatusCode::from(response.status_code());
     let headers = head.headers_mut();
