@@ -397,3 +397,21 @@ fn http3_without_tls_is_refused_at_start() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("HTTP/3 needs TLS"), "{err}");
 }
+
+#[test]
+fn clients_that_must_validate_their_address_with_retry_are_served() {
+    let dir = certs();
+    let mut config = Config { workers: 2, ..Config::default() };
+    // Every new client is sent a Retry first.
+    config.http3.retry_above_handshakes = Some(0);
+    let server = start_with(&dir, config);
+    let addr = server.local_addr();
+    local().block_on(&runtime(), async move {
+        let endpoint = client(&dir);
+        for n in 0..4 {
+            let (mut send, _conn) = h3_client(&endpoint, addr).await;
+            let path = format!("/id/{n}");
+            assert_eq!(request(&mut send, "GET", &path, b"").await.body, format!("id {n}").as_bytes());
+        }
+    });
+}
