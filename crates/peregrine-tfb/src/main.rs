@@ -85,9 +85,13 @@ struct Cli {
     #[arg(long, value_name = "PORT")]
     h2c_port: Option<u16>,
     /// Port for TLS with HTTP/2 and HTTP/1.1 (ALPN `h2`, `http/1.1`), on
-    /// --addr's IP.
+    /// --addr's IP; the same port on UDP serves HTTP/3 (QUIC, ALPN `h3`),
+    /// which the TLS ports advertise with Alt-Svc.
     #[arg(long, value_name = "PORT", default_value_t = 8443)]
     tls_h2_port: u16,
+    /// Do not serve HTTP/3 on UDP --tls-h2-port.
+    #[arg(long)]
+    no_http3: bool,
 }
 
 const AFTER_HELP: &str = "\
@@ -115,8 +119,10 @@ Endpoints: /plaintext /json /db /queries?queries=N /fortunes
 Listeners: --addr (cleartext HTTP/1.1, and HTTP/2 for clients that open
 with its preface: h2c with prior knowledge); --h2c-port (h2c only); with a
 certificate, HttpArena's layout: TLS HTTP/1.1 on --tls-port (8081), h2c
-on --h2c-port (8082) and TLS h2 + HTTP/1.1 on --tls-h2-port (8443). gRPC (benchmark.BenchmarkService, proto/benchmark.proto)
-answers over HTTP/2 on every port that speaks it.";
+on --h2c-port (8082), TLS h2 + HTTP/1.1 on --tls-h2-port (8443) and
+HTTP/3 on UDP --tls-h2-port (8443; off with --no-http3). gRPC
+(benchmark.BenchmarkService, proto/benchmark.proto) answers over HTTP/2 on
+every port that speaks it.";
 
 #[derive(Serialize)]
 struct Message {
@@ -338,14 +344,15 @@ fn static_files(cli: &Cli) -> Result<ServeDir, String> {
 }
 
 /// HttpArena's TLS ports when a certificate is given: HTTP/1.1 only on
-/// --tls-port, h2 and HTTP/1.1 on --tls-h2-port, on --addr's IP.
+/// --tls-port, h2 and HTTP/1.1 on --tls-h2-port, HTTP/3 on UDP
+/// --tls-h2-port (its baseline-h3 and static-h3), on --addr's IP.
 fn tls_listeners(cli: &Cli) -> Result<Vec<Listener>, String> {
     let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) else { return Ok(Vec::new()) };
     let tls = Tls::from_pem_files(cert, key).map_err(|e| format!("TLS certificate: {e}"))?;
     let ip = cli.addr.ip();
     Ok(vec![
         Listener::new((ip, cli.tls_port)).tls(tls.clone()).h2(false),
-        Listener::new((ip, cli.tls_h2_port)).tls(tls),
+        Listener::new((ip, cli.tls_h2_port)).tls(tls).http3(!cli.no_http3),
     ])
 }
 

@@ -57,6 +57,53 @@ pub struct Config {
     pub read_buffer_bytes: usize,
     /// HTTP/2 limits and window sizes.
     pub http2: Http2Config,
+    /// HTTP/3 (QUIC) limits and window sizes.
+    pub http3: Http3Config,
+}
+
+/// HTTP/3 and QUIC settings: what the server announces to clients and the
+/// limits that bound what one connection may cost it. The handshake is
+/// bounded by [`Config::header_timeout`], a quiet connection by
+/// [`Config::idle_timeout`] (QUIC's idle timeout), and the connections a
+/// worker holds by [`Config::max_connections_per_worker`], counted apart
+/// from its TCP connections.
+///
+/// The QPACK dynamic table is not configurable: the `h3` crate decodes
+/// header blocks statelessly and announces a table capacity of 0, so a
+/// client can make the server keep no compression state at all, and a
+/// block that refers to the dynamic table is a `QPACK_DECOMPRESSION_FAILED`
+/// connection error.
+#[derive(Clone, Debug)]
+pub struct Http3Config {
+    /// Request streams a client may have open at once (QUIC
+    /// `initial_max_streams_bidi`, renewed as streams close).
+    pub max_concurrent_streams: u32,
+    /// Flow-control window of each stream a client sends on.
+    pub stream_window: u32,
+    /// Flow-control window of the whole connection.
+    pub connection_window: u32,
+    /// Largest decoded header section, 32 bytes per field included
+    /// (`SETTINGS_MAX_FIELD_SECTION_SIZE`); larger ones are answered `431`.
+    pub max_header_list_bytes: u32,
+    /// Address validation: once a worker has this many handshakes in
+    /// progress, a new connection from an address not yet validated is
+    /// first sent a Retry (RFC 9000 §8.1.2), which costs an honest client
+    /// one round trip and a spoofed source its whole attempt. `Some(0)`
+    /// validates every address; `None` never sends Retry (the 3x
+    /// amplification limit still holds before validation).
+    pub retry_above_handshakes: Option<usize>,
+}
+
+impl Default for Http3Config {
+    fn default() -> Self {
+        Http3Config {
+            max_concurrent_streams: 128,
+            stream_window: 256 * 1024,
+            connection_window: 1024 * 1024,
+            max_header_list_bytes: 16 * 1024,
+            retry_above_handshakes: Some(64),
+        }
+    }
 }
 
 /// HTTP/2 settings: what the server announces to clients and the limits
@@ -122,6 +169,7 @@ impl Default for Config {
             shutdown_timeout: Duration::from_millis(4500),
             read_buffer_bytes: 8 * 1024,
             http2: Http2Config::default(),
+            http3: Http3Config::default(),
         }
     }
 }

@@ -73,6 +73,8 @@ pub enum Version {
     Http11,
     /// `HTTP/2`
     Http2,
+    /// `HTTP/3`
+    Http3,
 }
 
 /// From the `http` crate's method; a method this server has no name for

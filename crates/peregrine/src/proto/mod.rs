@@ -30,6 +30,10 @@
 //!   [`dispatch_owned`](crate::pipeline::dispatch_owned), answered with
 //!   owned [`Response`](crate::Response)s (`ResponseWriter`'s owned
 //!   encoding), since a stream's task outlives any read buffer.
+//! - [`h3`]: HTTP/3 over QUIC (`quinn`, with `h3` for framing and QPACK);
+//!   streams go through `dispatch_owned` as HTTP/2's do. Its driver owns
+//!   one QUIC endpoint (a UDP socket) per worker rather than connections
+//!   handed over by the accept loop.
 //!
 //! On a cleartext port with both ([`Listener`](crate::Listener)`::new`'s default),
 //! the HTTP/1.1 driver starts every connection; if the connection's first
@@ -39,3 +43,5 @@
 
 pub(crate) mod h1;
 pub(crate) mod h2;
+#[cfg(feature = "http3")]
+pub(crate) mod h3;

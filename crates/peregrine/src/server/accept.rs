@@ -84,9 +84,14 @@ pub(crate) async fn run<S: 'static>(
     config: Config,
     router: Router<S>,
     mut shutdown: watch::Receiver<bool>,
+    alt_svc: Option<http::HeaderValue>,
+    others: impl FnOnce(&Rc<Worker>, &Rc<Router<S>>) -> Vec<tokio::task::JoinHandle<()>>,
 ) {
-    let worker = Rc::new(Worker::new(config));
+    let mut worker = Worker::new(config);
+    worker.alt_svc = alt_svc;
+    let worker = Rc::new(worker);
     let router = Rc::new(router);
+    let others = others(&worker, &router);
     let ticker = tokio::task::spawn_local(tick_forever(Rc::clone(&worker)));
     // Where the next poll starts, so a busy listener cannot starve others.
     let first = Cell::new(0usize);
@@ -147,6 +152,11 @@ pub(crate) async fn run<S: 'static>(
             next_sweep = Instant::now() + SHUTDOWN_SWEEP;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Drivers that own their sockets drain on their own, within the same
+    // shutdown timeout.
+    for task in others {
+        let _ = task.await;
     }
     ticker.abort();
 }
@@ -213,7 +223,7 @@ fn accept<S: 'static>(
             ));
         }
         Protocol::H2 => {
-            tokio::task::spawn_local(h2::serve(io, Some(peer), worker, router, timer, registration));
+            tokio::task::spawn_local(h2::serve(io, false, Some(peer), worker, router, timer, registration));
         }
     }
 }
@@ -234,7 +244,7 @@ pub(crate) async fn serve<S: 'static>(
         Protocol::Http1 { h2c } => {
             h1::conn::serve(io, Some(peer), h2c, worker, router, timer, registration).await
         }
-        Protocol::H2 => h2::serve(io, Some(peer), worker, router, timer, registration).await,
+        Protocol::H2 => h2::serve(io, true, Some(peer), worker, router, timer, registration).await,
     }
 }
 

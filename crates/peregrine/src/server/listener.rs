@@ -36,12 +36,14 @@ pub struct Listener {
     pub(crate) h2: bool,
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<Tls>,
+    /// HTTP/3 over UDP on the same address.
+    pub(crate) h3: bool,
 }
 
 impl fmt::Debug for Listener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Listener");
-        d.field("addr", &self.addr).field("http1", &self.http1).field("h2", &self.h2);
+        d.field("addr", &self.addr).field("http1", &self.http1).field("h2", &self.h2).field("h3", &self.h3);
         #[cfg(feature = "tls")]
         d.field("tls", &self.tls.is_some());
         d.finish()
@@ -58,6 +60,7 @@ impl Listener {
             h2: true,
             #[cfg(feature = "tls")]
             tls: None,
+            h3: false,
         }
     }
 
@@ -85,6 +88,41 @@ impl Listener {
         self
     }
 
+    /// Whether HTTP/3 is served (default: no): over QUIC on the same
+    /// address's UDP port, with this listener's TLS certificate (required)
+    /// behind ALPN `h3`. With HTTP/1.1 and HTTP/2 off, only UDP is bound.
+    /// When on, HTTP/2 responses on every TLS listener of the server
+    /// advertise it (`Alt-Svc: h3=":PORT"; ma=86400`, the first HTTP/3
+    /// listener's port); HTTP/1.1 responses do not.
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// use peregrine::server::Listener;
+    /// use peregrine::tls::Tls;
+    ///
+    /// let tls = Tls::from_pem_files("/certs/server.crt", "/certs/server.key")?;
+    /// // TCP 8443: TLS with HTTP/2 and HTTP/1.1; UDP 8443: HTTP/3.
+    /// let listener = Listener::new(([0, 0, 0, 0], 8443)).tls(tls).http3(true);
+    /// assert!(listener.speaks_h3());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "http3")]
+    pub fn http3(mut self, on: bool) -> Listener {
+        self.h3 = on;
+        self
+    }
+
+    /// Whether HTTP/3 is served here (over UDP).
+    pub fn speaks_h3(&self) -> bool {
+        self.h3
+    }
+
+    /// Whether a TCP socket is bound (HTTP/1.1 or HTTP/2 is on).
+    pub(crate) fn speaks_tcp(&self) -> bool {
+        self.http1 || self.h2
+    }
+
     /// The address to bind.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -110,8 +148,11 @@ impl Listener {
 
     /// Refuses a listener that would serve nothing.
     pub(crate) fn check(&self) -> Result<(), String> {
-        if !self.http1 && !self.h2 {
+        if !self.http1 && !self.h2 && !self.h3 {
             return Err(format!("listener {}: no protocol enabled", self.addr));
+        }
+        if self.h3 && !self.is_tls() {
+            return Err(format!("listener {}: HTTP/3 needs TLS (Listener::tls)", self.addr));
         }
         Ok(())
     }

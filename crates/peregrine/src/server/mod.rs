@@ -177,14 +177,43 @@ impl Server {
         // reported at once.
         let mut local_addrs = Vec::with_capacity(self.listeners.len());
         let mut per_worker: Vec<Vec<(StdListener, accept::Role)>> = (0..count).map(|_| Vec::new()).collect();
+        #[cfg(feature = "http3")]
+        let mut quic_per_worker: Vec<Vec<(std::net::UdpSocket, quinn::ServerConfig)>> =
+            (0..count).map(|_| Vec::new()).collect();
         for listener in &self.listeners {
-            let role = accept::Role::of(listener)?;
-            let (local_addr, group) = bind_group(listener.addr, count, config.backlog)?;
-            local_addrs.push(local_addr);
-            for (worker, socket) in per_worker.iter_mut().zip(group) {
-                worker.push((socket, role.clone()));
+            let mut local = None;
+            if listener.speaks_tcp() {
+                let role = accept::Role::of(listener)?;
+                let (local_addr, group) = bind_group(listener.addr, count, config.backlog)?;
+                local = Some(local_addr);
+                for (worker, socket) in per_worker.iter_mut().zip(group) {
+                    worker.push((socket, role.clone()));
+                }
             }
+            #[cfg(feature = "http3")]
+            if let (true, Some(tls)) = (listener.h3, &listener.tls) {
+                let server = crate::proto::h3::server_config(tls, &config)?;
+                // UDP on the TCP socket's port (the one port 0 picked).
+                let (local_addr, group) = bind_udp_group(local.unwrap_or(listener.addr), count)?;
+                local.get_or_insert(local_addr);
+                for (worker, socket) in quic_per_worker.iter_mut().zip(group) {
+                    worker.push((socket, server.clone()));
+                }
+            }
+            let local = local.ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("listener {}: nothing to bind", listener.addr),
+                )
+            })?;
+            local_addrs.push(local);
         }
+        #[cfg(feature = "http3")]
+        let quic_endpoint = crate::proto::h3::endpoint_config();
+        // TLS connections advertise the first HTTP/3 listener's port.
+        let alt_svc = self.listeners.iter().zip(&local_addrs).find(|(listener, _)| listener.h3).and_then(
+            |(_, addr)| http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", addr.port())).ok(),
+        );
         #[cfg(feature = "tls")]
         let reloader = {
             let mut stores: Vec<crate::tls::Tls> = Vec::new();
@@ -205,8 +234,13 @@ impl Server {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
         let mut threads = Vec::with_capacity(count);
+        #[cfg(feature = "http3")]
+        let mut quic_per_worker = quic_per_worker.into_iter();
         for (index, listeners) in per_worker.into_iter().enumerate() {
+            #[cfg(feature = "http3")]
+            let (quic, quic_endpoint) = (quic_per_worker.next().unwrap_or_default(), quic_endpoint.clone());
             let app = Arc::clone(&app);
+            let alt_svc = alt_svc.clone();
             let config = config.clone();
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
@@ -247,9 +281,43 @@ impl Server {
                                 return;
                             }
                         };
+                        #[cfg(feature = "http3")]
+                        let endpoints = match quic
+                            .into_iter()
+                            .map(|(socket, server)| {
+                                crate::proto::h3::endpoint(quic_endpoint.clone(), server, socket)
+                            })
+                            .collect::<io::Result<Vec<_>>>()
+                        {
+                            Ok(endpoints) => endpoints,
+                            Err(e) => {
+                                let _ = ready.send(Err(e));
+                                return;
+                            }
+                        };
                         let _ = ready.send(Ok(()));
                         drop(ready);
-                        accept::run(listeners, config, router, shutdown).await;
+                        // Drivers that own their sockets (QUIC endpoints),
+                        // started with the worker's state; the accept loop
+                        // waits for them at shutdown.
+                        let others =
+                            move |_worker: &std::rc::Rc<crate::worker::Worker>,
+                                  _router: &std::rc::Rc<Router<S>>| {
+                                #[cfg(feature = "http3")]
+                                return endpoints
+                                    .into_iter()
+                                    .map(|endpoint| {
+                                        tokio::task::spawn_local(crate::proto::h3::serve_endpoint(
+                                            endpoint,
+                                            std::rc::Rc::clone(_worker),
+                                            std::rc::Rc::clone(_router),
+                                        ))
+                                    })
+                                    .collect::<Vec<_>>();
+                                #[cfg(not(feature = "http3"))]
+                                Vec::new()
+                            };
+                        accept::run(listeners, config, router, shutdown, alt_svc, others).await;
                     });
                 })?;
             threads.push(thread);
@@ -297,6 +365,60 @@ fn bind_group(addr: SocketAddr, count: usize, backlog: u32) -> io::Result<(Socke
     sys::steer_reuseport_group(group[0].as_raw_fd(), count as u32)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot steer connections on {local_addr}: {e}")))?;
     Ok((local_addr, group))
+}
+
+/// Binds `count` UDP sockets of one `SO_REUSEPORT` group on `addr`, one
+/// per worker's QUIC endpoint. Unlike TCP's, the group gets no steering
+/// program: the kernel's default choice (a hash of the 4-tuple) keeps a
+/// connection's datagrams on one socket, which QUIC needs.
+#[cfg(feature = "http3")]
+fn bind_udp_group(addr: SocketAddr, count: usize) -> io::Result<(SocketAddr, Vec<std::net::UdpSocket>)> {
+    if addr.port() != 0 {
+        ensure_udp_port_free(addr)?;
+    }
+    let first = bind_udp(addr)?;
+    let local_addr = first.local_addr()?;
+    let mut group = vec![first];
+    for _ in 1..count {
+        group.push(bind_udp(local_addr)?);
+    }
+    Ok((local_addr, group))
+}
+
+/// Socket buffers of a QUIC endpoint: room for the bursts of datagrams
+/// many connections send at once (the kernel caps it at `rmem_max`).
+#[cfg(feature = "http3")]
+const UDP_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+#[cfg(feature = "http3")]
+fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_port(true)?;
+    if let Err(e) = socket.set_recv_buffer_size(UDP_BUFFER_BYTES) {
+        tracing::debug!(error = %e, "cannot enlarge the UDP receive buffer");
+    }
+    if let Err(e) = socket.set_send_buffer_size(UDP_BUFFER_BYTES) {
+        tracing::debug!(error = %e, "cannot enlarge the UDP send buffer");
+    }
+    socket
+        .bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on UDP {addr}: {e}")))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// [`ensure_port_free`] for UDP.
+#[cfg(feature = "http3")]
+fn ensure_udp_port_free(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    probe.bind(&addr.into()).map_err(|e| {
+        let why = if e.kind() == io::ErrorKind::AddrInUse {
+            "the address is already in use (is another server running on it?)".to_owned()
+        } else {
+            e.to_string()
+        };
+        io::Error::new(e.kind(), format!("cannot listen on UDP {addr}: {why}"))
+    })
 }
 
 /// A running server.

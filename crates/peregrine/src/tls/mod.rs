@@ -160,4 +160,22 @@ impl Tls {
         config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
         Ok(TlsAcceptor::from(Arc::new(config)))
     }
+
+    /// The TLS side of an HTTP/3 listener: TLS 1.3 only (QUIC has no
+    /// other), ALPN `h3`, the same certificate store (and so the same
+    /// reloads) and ticket keys as the TCP listeners, no 0-RTT.
+    #[cfg(feature = "http3")]
+    pub(crate) fn quic_crypto(&self) -> io::Result<Arc<quinn::crypto::rustls::QuicServerConfig>> {
+        let inner = &self.inner;
+        let mut config = ServerConfig::builder_with_provider(Arc::clone(&inner.provider))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| io::Error::other(format!("TLS configuration: {e}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(&inner.certs) as _);
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        config.ticketer = Arc::clone(&inner.ticketer);
+        let quic = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(config))
+            .map_err(|e| io::Error::other(format!("QUIC TLS configuration: {e}")))?;
+        Ok(Arc::new(quic))
+    }
 }

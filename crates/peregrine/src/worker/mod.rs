@@ -43,6 +43,9 @@ pub(crate) struct Worker {
     /// Woken whenever a connection ends, for an accept loop paused by
     /// running out of file descriptors.
     closed: tokio::sync::Notify,
+    /// `Alt-Svc` advertising the server's HTTP/3 listener, for responses
+    /// on TLS connections; `None` without one.
+    pub(crate) alt_svc: Option<http::HeaderValue>,
 }
 
 impl Worker {
@@ -56,6 +59,7 @@ impl Worker {
             shutting_down: Cell::new(false),
             shutdown_begun: tokio::sync::Notify::new(),
             closed: tokio::sync::Notify::new(),
+            alt_svc: None,
         }
     }
 

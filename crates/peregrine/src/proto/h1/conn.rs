@@ -232,7 +232,7 @@ pub(crate) async fn serve<S: 'static>(
                 // this future stays as small as HTTP/1.1 needs.
                 let io = h2::Rewind::new(Bytes::copy_from_slice(conn.rbuf.data()), stream);
                 let (peer, worker, router, timer) = (conn.peer, conn.worker, conn.router, conn.timer);
-                return Box::pin(h2::serve(io, peer, worker, router, timer, registration)).await;
+                return Box::pin(h2::serve(io, false, peer, worker, router, timer, registration)).await;
             }
         }
     }
@@ -283,7 +283,7 @@ fn reply_settings(head: &Head<'_, '_>, shutting_down: bool) -> Reply {
     let connection = match (keep_alive, head.version) {
         (false, _) => ConnectionHeader::Close,
         (true, Version::Http10) => ConnectionHeader::KeepAlive,
-        (true, Version::Http11 | Version::Http2) => ConnectionHeader::Omit,
+        (true, Version::Http11 | Version::Http2 | Version::Http3) => ConnectionHeader::Omit,
     };
     Reply { connection, head_only: head.method == Method::Head }
 }

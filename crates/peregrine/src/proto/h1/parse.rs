@@ -620,7 +620,7 @@ impl<'b> Seen<'b> {
             }
         };
         let keep_alive = match self.version {
-            Version::Http11 | Version::Http2 => !self.conn_close,
+            Version::Http11 | Version::Http2 | Version::Http3 => !self.conn_close,
             Version::Http10 => self.conn_keep_alive && !self.conn_close,
         };
         Ok(Semantics {

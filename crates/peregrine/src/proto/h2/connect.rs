@@ -73,7 +73,7 @@ pub(super) async fn serve<S: 'static>(
     if !protocol.eq_ignore_ascii_case(WEBSOCKET) {
         drop(recv);
         let refusal = Response::canned(canned::UNKNOWN_CONNECT_PROTOCOL);
-        respond::send_at_once(&mut respond, refusal, false, &shared.worker.date());
+        respond::send_at_once(&mut respond, refusal, false, &shared.stamp());
         return;
     }
     let req = as_get(&parts, protocol, shared.peer);
@@ -93,7 +93,7 @@ pub(super) async fn serve<S: 'static>(
             if response.status_code().as_u16() / 100 == 2 {
                 response = Response::canned(canned::NOT_A_TUNNEL);
             }
-            respond::send(&mut respond, response, false, &shared.worker.date(), activity).await;
+            respond::send(&mut respond, response, false, &shared.stamp(), activity).await;
         }
     }
 }
@@ -107,7 +107,7 @@ async fn tunnel<S: 'static>(
     mut respond: SendResponse<Bytes>,
     shared: &Rc<Shared<S>>,
 ) {
-    let Some(send) = respond::send_tunnel_head(&mut respond, &response, &shared.worker.date()) else {
+    let Some(send) = respond::send_tunnel_head(&mut respond, &response, &shared.stamp()) else {
         return;
     };
     let send = Rc::new(RefCell::new(send));

@@ -56,6 +56,11 @@ use crate::worker::{Registration, Worker};
 use activity::Activity;
 pub(crate) use rewind::Rewind;
 pub(crate) use tunnel::Tunnel;
+// HTTP/3 maps requests and responses to `http` types by the same rules.
+#[cfg(feature = "http3")]
+pub(crate) use respond::head as response_head;
+#[cfg(feature = "http3")]
+pub(crate) use stream::fields as request_fields;
 
 /// The start of the client connection preface (RFC 9113 §3.4). On a port
 /// that also speaks HTTP/1.1, a connection whose first bytes are these is
@@ -92,13 +97,24 @@ struct Shared<S: 'static> {
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
     activity: Rc<Activity>,
+    /// `Alt-Svc` for this connection's responses (TLS connections of a
+    /// server with an HTTP/3 listener).
+    alt_svc: Option<http::HeaderValue>,
+}
+
+impl<S: 'static> Shared<S> {
+    /// The fields the server adds to a response head now.
+    fn stamp(&self) -> respond::Stamp<'_> {
+        respond::Stamp { date: self.worker.date(), alt_svc: self.alt_svc.as_ref() }
+    }
 }
 
 /// Serves one HTTP/2 connection until it closes. `io` starts with the
 /// client's connection preface (already-read bytes can be put back in
-/// front with [`Rewind`]).
+/// front with [`Rewind`]); `tls` if it came through TLS.
 pub(crate) async fn serve<T, S>(
     io: T,
+    tls: bool,
     peer: Option<SocketAddr>,
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
@@ -136,6 +152,7 @@ pub(crate) async fn serve<T, S>(
         worker: Rc::clone(&worker),
         router,
         activity: Rc::new(Activity::new(Rc::clone(&worker), timer)),
+        alt_svc: if tls { worker.alt_svc.clone() } else { None },
     });
     shared.activity.rearm();
 

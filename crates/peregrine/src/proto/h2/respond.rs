@@ -19,7 +19,7 @@ use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use h2::server::SendResponse;
 use h2::SendStream;
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
+use http::header::{HeaderMap, HeaderName, HeaderValue, ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 
 use super::activity::Activity;
 use crate::http::date::DateBlock;
@@ -55,7 +55,11 @@ fn add_fields<'h>(map: &mut HeaderMap, fields: impl Iterator<Item = (&'h str, &'
 
 /// The response head: status, `server`, `content-type`, the handler's
 /// headers, `date` and, for a body in memory, `content-length`.
-fn head(response: &Response, date: &DateBlock, length: Option<usize>) -> Option<http::Response<()>> {
+pub(crate) fn head(
+    response: &Response,
+    date: &DateBlock,
+    length: Option<usize>,
+) -> Option<http::Response<()>> {
     let mut head = http::Response::new(());
     *head.status_mut() = http::StatusCode::from(response.status_code());
     let headers = head.headers_mut();
@@ -88,10 +92,14 @@ pub(super) fn needs_pacing(response: &Response) -> bool {
 fn head_or_refuse(
     respond: &mut SendResponse<Bytes>,
     response: &Response,
-    date: &DateBlock,
+    stamp: &Stamp<'_>,
     length: Option<usize>,
 ) -> Option<http::Response<()>> {
-    if let Some(head) = head(response, date, length) {
+    let date = &stamp.date;
+    if let Some(mut head) = head(response, date, length) {
+        if let Some(alt_svc) = stamp.alt_svc {
+            head.headers_mut().insert(ALT_SVC, alt_svc.clone());
+        }
         return Some(head);
     }
     tracing::error!("refusing a response with a header HTTP/2 cannot carry");
@@ -113,20 +121,32 @@ fn head_or_refuse(
 pub(super) fn send_tunnel_head(
     respond: &mut SendResponse<Bytes>,
     response: &Response,
-    date: &DateBlock,
+    stamp: &Stamp<'_>,
 ) -> Option<SendStream<Bytes>> {
     let mut head = http::Response::new(());
     let headers = head.headers_mut();
     headers.insert(SERVER, HeaderValue::from_static("peregrine"));
     if !add_fields(headers, response.headers()) {
         tracing::error!("refusing a response with a header HTTP/2 cannot carry");
-        send_at_once(respond, Response::canned(canned::INVALID_RESPONSE_HEADER), false, date);
+        send_at_once(respond, Response::canned(canned::INVALID_RESPONSE_HEADER), false, stamp);
         return None;
     }
-    if let Ok(value) = HeaderValue::from_bytes(&date[6..35]) {
+    // The block is `Date: <29 bytes>\r\n\r\n`.
+    if let Ok(value) = HeaderValue::from_bytes(&stamp.date[6..35]) {
         headers.insert(DATE, value);
     }
+    if let Some(alt_svc) = stamp.alt_svc {
+        headers.insert(ALT_SVC, alt_svc.clone());
+    }
     respond.send_response(head, false).ok()
+}
+
+/// What the server adds to every response head of a connection: the
+/// `Date`, and on TLS connections of a server with an HTTP/3 listener the
+/// `Alt-Svc` that advertises it.
+pub(super) struct Stamp<'a> {
+    pub(super) date: DateBlock,
+    pub(super) alt_svc: Option<&'a HeaderValue>,
 }
 
 /// Sends a response that does not [need pacing](needs_pacing): every
@@ -135,7 +155,7 @@ pub(super) fn send_at_once(
     respond: &mut SendResponse<Bytes>,
     mut response: Response,
     head_only: bool,
-    date: &DateBlock,
+    date: &Stamp<'_>,
 ) {
     debug_assert!(!needs_pacing(&response));
     let body = response.take_body();
@@ -163,7 +183,7 @@ pub(super) async fn send(
     respond: &mut SendResponse<Bytes>,
     mut response: Response,
     head_only: bool,
-    date: &DateBlock,
+    date: &Stamp<'_>,
     activity: &Activity,
 ) {
     if !needs_pacing(&response) {

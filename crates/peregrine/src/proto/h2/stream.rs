@@ -93,7 +93,7 @@ pub(super) fn answer_whole<S: 'static>(
             if respond::needs_pacing(&response) {
                 tokio::task::spawn_local(send_later(respond, response, head_only, Rc::clone(shared)));
             } else {
-                respond::send_at_once(&mut respond, response, head_only, &shared.worker.date());
+                respond::send_at_once(&mut respond, response, head_only, &shared.stamp());
             }
         }
         Dispatched::Pending(answer) => {
@@ -112,7 +112,7 @@ async fn send_later<S: 'static>(
 ) {
     let activity = &shared.activity;
     let _open = activity.open_stream();
-    respond::send(&mut respond, response, head_only, &shared.worker.date(), activity).await;
+    respond::send(&mut respond, response, head_only, &shared.stamp(), activity).await;
 }
 
 /// Awaits an asynchronous handler that [`answer_whole`] started, then sends
@@ -127,7 +127,7 @@ async fn answer_later<S: 'static>(
     let _open = activity.open_stream();
     let answer = pipeline::run_handler(answer);
     if let Some(response) = until_reset(answer, &mut respond, activity).await {
-        respond::send(&mut respond, response, head_only, &shared.worker.date(), activity).await;
+        respond::send(&mut respond, response, head_only, &shared.stamp(), activity).await;
     }
 }
 
@@ -184,7 +184,7 @@ pub(super) async fn serve<S: 'static>(
     };
     // `None`: the client reset the stream; nobody is left to answer.
     if let Some(response) = response {
-        respond::send(&mut respond, response, head_only, &shared.worker.date(), activity).await;
+        respond::send(&mut respond, response, head_only, &shared.stamp(), activity).await;
     }
 }
 
@@ -254,7 +254,7 @@ fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequ
 /// The request's header fields as handlers see them: `:authority` first,
 /// as `host`, when the client sent no `host` field (so code written for
 /// HTTP/1.1 finds it), then every field as sent.
-pub(super) fn fields<'a>(
+pub(crate) fn fields<'a>(
     uri: &'a http::Uri,
     headers: &'a http::HeaderMap,
 ) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {

@@ -1,0 +1,373 @@
+//! One HTTP/3 request stream, on its own task: the head becomes an
+//! [`OwnedRequest`] (mapped as HTTP/2 maps its streams), the body is read
+//! the way the route wants it (buffered up to `max_body_bytes`, streamed to
+//! the handler, or not read), the pipeline runs the endpoint and the
+//! [`Response`] goes back as HEADERS, DATA and, if any, trailing HEADERS.
+//!
+//! Flow control needs no bookkeeping here: quinn gives a stream's window
+//! back as its bytes are read, and a streamed body is read only as the
+//! handler asks for it, so a handler that stops reading stops the client.
+//! Response DATA waits for the client's windows in `send_data`; a streamed
+//! body's next chunk is asked for only once the one before is sent.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::rc::Rc;
+
+use bytes::{Buf, Bytes};
+use futures_util::StreamExt;
+use h3::error::Code;
+use h3::server::{RequestResolver, RequestStream};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
+
+use super::Shared;
+use crate::body::{Body, BodySource, ReadFuture};
+use crate::error::Error;
+use crate::http::date::DateBlock;
+use crate::http::uri;
+use crate::http::Version;
+use crate::pipeline::{self, BodyUse};
+use crate::proto::h2::{request_fields, response_head};
+use crate::request::OwnedRequest;
+use crate::response::canned::{self, Canned};
+use crate::response::{BodyStream, Response, Trailers};
+use crate::router::Lookup;
+
+type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
+
+/// Serves the request stream `resolver` holds.
+pub(super) async fn serve<S: 'static>(
+    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    shared: Rc<Shared<S>>,
+) {
+    let config = &shared.worker.config;
+    // `h3` answers a head over the size limit with `431` itself, and turns
+    // frame and QPACK errors into stream or connection errors.
+    let (request, stream) =
+        match tokio::time::timeout(config.header_timeout, resolver.resolve_request()).await {
+            Ok(Ok(resolved)) => resolved,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "HTTP/3 request refused");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("HTTP/3 request head timed out");
+                return;
+            }
+        };
+    let (parts, ()) = request.into_parts();
+    let head_only = parts.method == http::Method::HEAD;
+    let (mut send, mut recv) = stream.split();
+    let mut req = owned_request(&parts, shared.peer);
+    let router = &shared.router;
+
+    // The same rule as HTTP/1.1's: a path not in its canonical spelling is
+    // refused before routing, never normalised.
+    let response = if let Some(why) = uri::path_error(req.path().as_bytes()) {
+        recv.stop_sending(Code::H3_NO_ERROR);
+        Response::canned(Canned::bad_request(why))
+    } else {
+        let (_, body_use) = pipeline::route(router, req.method(), req.path());
+        match body_use {
+            BodyUse::Streamed => match serve_streamed(req, recv, &shared).await {
+                Some(response) => response,
+                None => return,
+            },
+            BodyUse::Buffered if declared_length(&parts) > Some(config.max_body_bytes) => {
+                recv.stop_sending(Code::H3_NO_ERROR);
+                Response::canned(canned::BODY_TOO_LARGE)
+            }
+            BodyUse::Buffered => match read_to_end(&mut recv, config.max_body_bytes).await {
+                Ok(body) => {
+                    *req.body_mut() = body;
+                    pipeline::dispatch_owned(Rc::clone(router), req).await
+                }
+                Err(Refused::Cut) => return,
+                Err(refused) => {
+                    recv.stop_sending(Code::H3_NO_ERROR);
+                    Response::canned(refused.canned())
+                }
+            },
+            BodyUse::Unrouted => {
+                // Nobody reads the body (RFC 9114 §4.1 lets the answer come
+                // first, with the rest refused this way).
+                recv.stop_sending(Code::H3_NO_ERROR);
+                pipeline::dispatch_owned(Rc::clone(router), req).await
+            }
+        }
+    };
+    send_response(&mut send, response, head_only, &shared.worker.date()).await;
+}
+
+/// The request as handlers see it: fields as HTTP/2 gives them
+/// (`:authority` as `host` when there is none).
+fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
+    let headers =
+        request_fields(&parts.uri, &parts.headers).map(|(name, value)| (name.into(), value.into())).collect();
+    OwnedRequest::from_parts(
+        peer,
+        parts.method.as_str(),
+        parts.uri.path(),
+        parts.uri.query(),
+        Version::Http3,
+        headers,
+    )
+}
+
+/// The `content-length` the client declared.
+fn declared_length(parts: &Parts) -> Option<u64> {
+    parts.headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// Why a request body was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    /// Over the route's body limit.
+    TooLarge,
+    /// The client reset the stream or the connection failed mid-body.
+    Cut,
+}
+
+impl Refused {
+    fn canned(self) -> Canned<'static> {
+        match self {
+            Refused::TooLarge => canned::BODY_TOO_LARGE,
+            Refused::Cut => Canned::bad_request("request body cut short"),
+        }
+    }
+
+    fn error(self) -> Error {
+        match self {
+            Refused::TooLarge => Error::payload_too_large("request body too large"),
+            Refused::Cut => Error::bad_request("request body cut short"),
+        }
+    }
+}
+
+/// The next non-empty DATA payload, `None` at the end of the body.
+async fn next_data(recv: &RefCell<RecvHalf>) -> Result<Option<Bytes>, Refused> {
+    loop {
+        let next = poll_fn(|cx| {
+            recv.borrow_mut()
+                .poll_recv_data(cx)
+                .map(|data| data.map(|data| data.map(|mut data| data.copy_to_bytes(data.remaining()))))
+        })
+        .await;
+        match next {
+            Ok(None) => return Ok(None),
+            Ok(Some(data)) if data.is_empty() => {}
+            Ok(Some(data)) => return Ok(Some(data)),
+            Err(e) => {
+                tracing::debug!(error = %e, "HTTP/3 request body cut short");
+                return Err(Refused::Cut);
+            }
+        }
+    }
+}
+
+/// Reads a whole body of at most `limit` bytes.
+async fn read_to_end(recv: &mut RecvHalf, limit: u64) -> Result<Vec<u8>, Refused> {
+    let mut body = Vec::new();
+    loop {
+        match recv.recv_data().await {
+            Ok(None) => return Ok(body),
+            Ok(Some(mut data)) => {
+                if (body.len() + data.remaining()) as u64 > limit {
+                    return Err(Refused::TooLarge);
+                }
+                while data.has_remaining() {
+                    let chunk = data.chunk();
+                    body.extend_from_slice(chunk);
+                    let n = chunk.len();
+                    data.advance(n);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "HTTP/3 request body cut short");
+                return Err(Refused::Cut);
+            }
+        }
+    }
+}
+
+/// Runs a streaming endpoint, its body read from `recv` as the handler
+/// asks for it. `None`: the body was cut, nobody is left to answer.
+async fn serve_streamed<S: 'static>(
+    req: OwnedRequest,
+    recv: RecvHalf,
+    shared: &Rc<Shared<S>>,
+) -> Option<Response> {
+    let router = &shared.router;
+    let prepared = {
+        let (lookup, _) = pipeline::route(router, req.method(), req.path());
+        let params = match &lookup {
+            Lookup::Found { params, .. } => Some(*params),
+            _ => None,
+        };
+        req.with_view(params, |view| pipeline::prepare_stream(&lookup, view, router.state()))
+    };
+    let consumer = match prepared {
+        Ok(consumer) => consumer,
+        Err(rejection) => return Some(rejection),
+    };
+    let limit = shared.worker.config.max_stream_body_bytes;
+    let body = Rc::new(StreamedBody {
+        recv: RefCell::new(recv),
+        pending: RefCell::new(Bytes::new()),
+        received: Cell::new(0),
+        handed_out: Cell::new(0),
+        limit,
+        refused: Cell::new(None),
+    });
+    let response = pipeline::run_handler(consumer(Body::new(Rc::clone(&body) as _))).await;
+    // One failure, one answer: the server's, as on HTTP/1.1.
+    match body.refused.get() {
+        None => Some(response),
+        Some(Refused::Cut) => None,
+        Some(refused) => {
+            body.recv.borrow_mut().stop_sending(Code::H3_NO_ERROR);
+            Some(Response::canned(refused.canned()))
+        }
+    }
+}
+
+/// A body a streaming handler reads as it arrives.
+struct StreamedBody {
+    recv: RefCell<RecvHalf>,
+    /// Received, not yet handed to the handler.
+    pending: RefCell<Bytes>,
+    received: Cell<u64>,
+    handed_out: Cell<u64>,
+    limit: u64,
+    refused: Cell<Option<Refused>>,
+}
+
+impl StreamedBody {
+    async fn read_into(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        if let Some(refused) = self.refused.get() {
+            return Err(refused.error());
+        }
+        if self.pending.borrow().is_empty() {
+            let data = match next_data(&self.recv).await {
+                Ok(Some(data)) => data,
+                Ok(None) => return Ok(0),
+                Err(refused) => {
+                    self.refused.set(Some(refused));
+                    return Err(refused.error());
+                }
+            };
+            let received = self.received.get() + data.len() as u64;
+            if received > self.limit {
+                self.refused.set(Some(Refused::TooLarge));
+                return Err(Refused::TooLarge.error());
+            }
+            self.received.set(received);
+            *self.pending.borrow_mut() = data;
+        }
+        let mut pending = self.pending.borrow_mut();
+        let n = buf.len().min(pending.len());
+        buf[..n].copy_from_slice(&pending[..n]);
+        pending.advance(n);
+        self.handed_out.set(self.handed_out.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl BodySource for StreamedBody {
+    fn read<'a>(&'a self, buf: &'a mut [u8]) -> ReadFuture<'a> {
+        Box::pin(self.read_into(buf))
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.handed_out.get()
+    }
+}
+
+/// Sends `response`: the head, the body (whole or chunk by chunk), the
+/// trailers, the end of the stream. `head_only` for `HEAD`.
+async fn send_response(send: &mut SendHalf, mut response: Response, head_only: bool, date: &DateBlock) {
+    let stream = response.take_stream();
+    let body = response.take_body();
+    let trailers = response.take_trailers();
+    let length = if stream.is_some() { None } else { Some(body.len()) };
+    let Some(head) = response_head(&response, date, length) else {
+        tracing::error!("refusing a response with a header HTTP/3 cannot carry");
+        let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
+        // The `500` has only fixed headers, so its head always builds.
+        if let Some(head) = response_head(&canned, date, Some(canned.body().len())) {
+            if send.send_response(head).await.is_ok()
+                && send.send_data(Bytes::copy_from_slice(canned.body())).await.is_ok()
+            {
+                let _ = send.finish().await;
+            }
+        }
+        return;
+    };
+    if send.send_response(head).await.is_err() {
+        return;
+    }
+    if !head_only {
+        let sent = match stream {
+            Some(stream) => send_stream(send, stream).await,
+            None if body.is_empty() => Ok(()),
+            None => {
+                let body = match body {
+                    std::borrow::Cow::Borrowed(b) => Bytes::from_static(b),
+                    std::borrow::Cow::Owned(v) => Bytes::from(v),
+                };
+                send.send_data(body).await.map_err(|_| ())
+            }
+        };
+        if sent.is_err() || send_trailers(send, trailers).await.is_err() {
+            return;
+        }
+    }
+    let _ = send.finish().await;
+}
+
+/// Sends the trailers, if there are any (computed ones computed now that
+/// the body is sent).
+async fn send_trailers(send: &mut SendHalf, trailers: Trailers) -> Result<(), ()> {
+    let trailers = trailers.finish();
+    if trailers.is_empty() {
+        return Ok(());
+    }
+    let mut map = HeaderMap::with_capacity(trailers.len());
+    for (name, value) in trailers.iter() {
+        let (name, value): (&str, &str) = (name.as_ref(), value.as_ref());
+        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            (Ok(name), Ok(value)) => {
+                map.append(name, value);
+            }
+            _ => {
+                // The body is sent: a reset is how the client learns it
+                // failed.
+                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Err(());
+            }
+        }
+    }
+    send.send_trailers(map).await.map_err(|_| ())
+}
+
+/// Sends a streamed body: a chunk is asked for only after the one before
+/// was sent.
+async fn send_stream(send: &mut SendHalf, stream: BodyStream) -> Result<(), ()> {
+    let mut chunks = stream.0;
+    while let Some(next) = chunks.next().await {
+        match next {
+            Ok(chunk) if chunk.is_empty() => {}
+            Ok(chunk) => send.send_data(chunk).await.map_err(|_| ())?,
+            Err(e) => {
+                // The status is sent: a reset is how the client learns the
+                // body is cut.
+                tracing::warn!(error = %e, "streamed response body failed");
+                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Err(());
+            }
+        }
+    }
+    Ok(())
+}
