@@ -16,8 +16,13 @@
 //! `--protocol tls` runs the same clients over TLS; the server closes a
 //! TLS connection past its limit before the handshake (a 503 would cost
 //! the handshake it is refusing), so refusals show as failed connects, not
-//! 503s. `--protocol h2` and `h2c` load with h2load instead (see
-//! [`super::overload_h2`]).
+//! 503s. `--protocol h2` and `h2c` run the lab's own HTTP/2 client in the
+//! same client processes, one request in flight per connection
+//! ([`super::h2client::keepalive_loops`]): a connection past the limit is
+//! closed (TLS: before the handshake; h2c: after an HTTP/1.1 `503` an
+//! HTTP/2 client cannot read), so refusals show as failed connects there
+//! too. `--h2load` loads with h2load instead (see [`super::overload_h2`]),
+//! which cannot hold 20,000 connections.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,6 +58,11 @@ pub struct Args {
     /// the server's own, lowered to fit its open-file limit.
     #[arg(long)]
     server_limit: Option<usize>,
+    /// With --protocol h2 or h2c: load with h2load processes (10 streams
+    /// per connection possible, but h2load aborts past about 6,600
+    /// connections a process) instead of the lab's own HTTP/2 client.
+    #[arg(long)]
+    h2load: bool,
 }
 
 /// One client process of an overload run (started by the scenario itself).
@@ -86,10 +96,13 @@ pub fn client(args: &ClientArgs) -> ExitCode {
     let (conns, path, duration) = (args.connections, args.path.clone(), args.duration);
     let stats = block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let loops =
-            tokio::task::spawn_local(
-                async move { keepalive_loops(connector, conns, &[&path], stop_rx).await },
-            );
+        let loops = tokio::task::spawn_local(async move {
+            if connector.protocol.is_h2() {
+                super::h2client::keepalive_loops(connector, conns, &path, stop_rx).await
+            } else {
+                keepalive_loops(connector, conns, &[&path], stop_rx).await
+            }
+        });
         tokio::time::sleep(Duration::from_secs(duration)).await;
         let _ = stop_tx.send(true);
         loops.await.unwrap_or_default()
@@ -126,7 +139,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     println!("overload: {} connections, {} s per path, server PID {pid}", args.connections, args.duration);
     report.figure("open-file limit (server and each client process)", fd_limit);
     pin_self(&target.load_cpu);
-    if server.protocol.is_h2() {
+    if server.protocol.is_h2() && args.h2load {
         let load = super::overload_h2::H2Overload {
             connections: args.connections,
             duration: args.duration,
