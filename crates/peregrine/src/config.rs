@@ -157,7 +157,10 @@ impl MinDataRate {
     /// since request bodies and responses share the connection.
     pub(crate) fn laxer(a: Option<MinDataRate>, b: Option<MinDataRate>) -> Option<MinDataRate> {
         let (a, b) = (a?, b?);
-        Some(MinDataRate { bytes_per_second: a.bytes_per_second.min(b.bytes_per_second), grace: a.grace.max(b.grace) })
+        Some(MinDataRate {
+            bytes_per_second: a.bytes_per_second.min(b.bytes_per_second),
+            grace: a.grace.max(b.grace),
+        })
     }
 
     /// Whether `moved` bytes in `waited` seconds of waiting fall short.

@@ -36,8 +36,8 @@ use super::protocol::{client_hello, Protocol};
 use super::target::{measured_run, median, Target, TargetArgs};
 use super::{ratio, Report};
 use crate::rig::cpu::pin_self;
-use crate::rig::stats::percentile;
 use crate::rig::fdlimit;
+use crate::rig::stats::percentile;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {

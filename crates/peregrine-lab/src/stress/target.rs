@@ -209,7 +209,6 @@ impl Wrk {
     pub fn spawn(&self, cpu: &str) -> Result<RunningWrk, String> {
         self.command(cpu).spawn()
     }
-
 }
 
 /// Runs `load` against the server and returns its report with the

@@ -179,9 +179,10 @@ impl Worker {
         let rate = match wait {
             Wait::Body => self.config.min_request_body_rate,
             Wait::Write | Wait::Drain => self.config.min_response_rate,
-            Wait::Streams => {
-                crate::config::MinDataRate::laxer(self.config.min_request_body_rate, self.config.min_response_rate)
-            }
+            Wait::Streams => crate::config::MinDataRate::laxer(
+                self.config.min_request_body_rate,
+                self.config.min_response_rate,
+            ),
             _ => return false,
         };
         let Some(rate) = rate else { return false };
