@@ -305,12 +305,26 @@ pub async fn keepalive_loops(
                 };
                 let mut answered_here = 0u64;
                 while !*stop.borrow() {
+                    // The clock starts once the connection can take the
+                    // stream: as for HTTP/1.1, where it starts after the
+                    // connect, latency is the request's, not this client's
+                    // wait for a new connection's first turn.
+                    let outcome = match conn.send.clone().ready().await {
+                        Ok(_) => None,
+                        Err(e) => Some(Outcome::NotSent(e)),
+                    };
                     let sent = Instant::now();
-                    let outcome = get(&conn.send, &authority, scheme, &path).await;
-                    if answered_here == 0 && matches!(outcome, Outcome::NotSent(_) | Outcome::Unanswered(_)) {
+                    let outcome = match outcome {
+                        Some(not_sent) => not_sent,
+                        None => get(&conn.send, &authority, scheme, &path).await,
+                    };
+                    let refused_at_once =
+                        matches!(outcome, Outcome::NotSent(_) | Outcome::Unanswered(_) | Outcome::Refused(_));
+                    if answered_here == 0 && refused_at_once {
                         // Nothing ever came back on this connection: it was
-                        // refused at the limit. Back off as a failed
-                        // connect does.
+                        // refused at the limit (over h2c, the HTTP/1.1 503
+                        // reads as a protocol error, GOAWAY). Back off as a
+                        // failed connect does.
                         stats.connect_failed += 1;
                         tokio::select! {
                             _ = stop.changed() => {}
