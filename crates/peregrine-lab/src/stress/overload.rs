@@ -37,7 +37,7 @@ use super::target::{probe, Target, TargetArgs};
 use super::Report;
 use crate::rig::cpu::pin_self;
 use crate::rig::fdlimit;
-use crate::rig::procfs::fd_count;
+use crate::rig::procfs::{self, fd_count};
 use crate::rig::stats::percentile;
 
 #[derive(ClapArgs, Debug)]
@@ -158,6 +158,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let processes = args.connections.div_ceil(per_process(fd_limit)).max(1);
     for path in &args.paths {
         let share = args.connections / processes;
+        let cpu_before = procfs::cpu_secs(pid)?;
+        let started = std::time::Instant::now();
         let mut children = Vec::new();
         for i in 0..processes {
             let conns = if i + 1 == processes { args.connections - share * (processes - 1) } else { share };
@@ -196,12 +198,16 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
                 .map_err(|e| format!("client process printed {text:?} ({}): {e}", out.status))?;
             total.absorb(stats);
         }
+        // How busy the server was: well under 100% means the clients, not
+        // the server, set the throughput and the latency.
+        let busy = (procfs::cpu_secs(pid)? - cpu_before) / started.elapsed().as_secs_f64();
         let answered = total.latencies_ms.len();
         let p50 = percentile(&mut total.latencies_ms, 50.0);
         let p99 = percentile(&mut total.latencies_ms, 99.0);
         let max = percentile(&mut total.latencies_ms, 100.0);
         report.figure(format!("{path} client processes"), processes);
         report.figure(format!("{path} server file descriptors mid-run"), held);
+        report.figure(format!("{path} server CPU busy"), format!("{:.0}%", busy * 100.0));
         report.figure(
             format!("{path} answers 200 / 503 refusals"),
             format!("{} / {}", total.ok, total.unavailable),
