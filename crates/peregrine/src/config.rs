@@ -49,7 +49,12 @@ pub struct Config {
     /// grace period is over (`None`: no minimum). What counts is what the
     /// client acknowledged, not what sits in the kernel's send buffer, so a
     /// client that opens a tiny receive window and reads a byte now and
-    /// then (a "slow read" attack) is cut. Default: as for request bodies.
+    /// then (a "slow read" attack) is cut, and reset, so the kernel drops
+    /// what it still held for it. Default: as for request bodies.
+    ///
+    /// On HTTP/2 a connection whose open streams all wait on the client
+    /// (request body bytes, window updates) is held to the laxer of the
+    /// two rates, counting DATA received and window granted.
     pub min_response_rate: Option<MinDataRate>,
     /// Time in-flight requests get to finish after a shutdown signal.
     pub shutdown_timeout: Duration,
@@ -193,6 +198,18 @@ pub struct MinDataRate {
 impl MinDataRate {
     /// 240 bytes a second after 5 seconds.
     pub const DEFAULT: MinDataRate = MinDataRate { bytes_per_second: 240, grace: Duration::from_secs(5) };
+
+    /// The laxer of two minimums, field by field (the lower rate, the
+    /// longer grace); `None` when either is `None` (no minimum). HTTP/2
+    /// holds a connection whose streams all wait on the client to it,
+    /// since request bodies and responses share the connection.
+    pub(crate) fn laxer(a: Option<MinDataRate>, b: Option<MinDataRate>) -> Option<MinDataRate> {
+        let (a, b) = (a?, b?);
+        Some(MinDataRate {
+            bytes_per_second: a.bytes_per_second.min(b.bytes_per_second),
+            grace: a.grace.max(b.grace),
+        })
+    }
 
     /// Whether `moved` bytes in `waited` seconds of waiting fall short.
     pub(crate) fn falls_short(self, moved: u64, waited: u64) -> bool {

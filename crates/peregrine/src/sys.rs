@@ -130,6 +130,30 @@ pub(crate) fn shutdown_socket(fd: RawFd) {
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
+/// Aborts a socket: like [`shutdown_socket`], and once the owning task
+/// closes it the kernel sends a reset and drops whatever response bytes
+/// are still queued, instead of going on feeding them to a client that
+/// reads a few bytes a second (the closed socket would otherwise linger,
+/// orphaned, holding its send buffer). Same contract as
+/// [`shutdown_socket`].
+pub(crate) fn abort_socket(fd: RawFd) {
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: setsockopt reads `size_of::<linger>()` bytes from the valid
+    // pointer passed and keeps no reference; shutdown only changes the
+    // socket's state. On an invalid descriptor both fail with EBADF and
+    // do nothing.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+        libc::shutdown(fd, libc::SHUT_RDWR);
+    }
+}
+
 /// Shuts down the read side of a socket: the task reading it sees end of
 /// input, and can still write. Same contract as [`shutdown_socket`].
 pub(crate) fn shutdown_read(fd: RawFd) {

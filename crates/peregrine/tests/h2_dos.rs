@@ -450,3 +450,149 @@ fn an_idle_connection_with_open_streams_is_dropped() {
     assert!(started.elapsed() >= Duration::from_millis(900), "dropped too early: {:?}", started.elapsed());
     assert_served(server.local_addr());
 }
+
+const WINDOW_UPDATE: u8 = 0x8;
+
+/// A server whose I/O and idle timeouts are far off (30 s, 60 s), so only
+/// the header timeout (1 s) and the minimum rates (200 bytes a second after
+/// 1 s) can cut a slow client within the tests' bounds.
+fn start_with_rates() -> ServerHandle {
+    let rate = Some(peregrine::MinDataRate { bytes_per_second: 200, grace: Duration::from_secs(1) });
+    let config = Config {
+        header_timeout: Duration::from_secs(1),
+        io_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(60),
+        min_request_body_rate: rate,
+        min_response_rate: rate,
+        ..common::config()
+    };
+    Server::with_config(config)
+        .spawn("127.0.0.1:0", |_| async {
+            Router::new()
+                .get("/plaintext", || Content("text/plain", "Hello, World!"))
+                .post("/echo", |body: Vec<u8>| Content("application/octet-stream", body))
+                .get("/large", || Content("application/octet-stream", vec![1u8; 4 * 1024 * 1024]))
+        })
+        .expect("test server starts")
+}
+
+/// Sends `bytes` one at a time, `gap` apart, until the server stops taking
+/// them or closes; returns how long the connection lasted.
+fn dribble(s: &mut TcpStream, bytes: &[u8], gap: Duration) -> Duration {
+    let started = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    let mut sink = [0u8; 4096];
+    for b in bytes {
+        if s.write_all(std::slice::from_ref(b)).is_err() {
+            return started.elapsed();
+        }
+        std::thread::sleep(gap);
+        // Whatever the server sent (its SETTINGS) is read and dropped; the
+        // end of the connection shows here first.
+        match s.read(&mut sink) {
+            Ok(0) => return started.elapsed(),
+            Err(e) if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return started.elapsed()
+            }
+            _ => {}
+        }
+    }
+    panic!("the server took all {} bytes, {:?} apart, without cutting", bytes.len(), gap);
+}
+
+#[test]
+fn a_slow_preface_or_first_request_head_is_cut_at_the_header_timeout() {
+    let server = start_with_rates();
+    // The preface, SETTINGS and a HEADERS frame, a byte every 150 ms: about
+    // 12 s for all of it, against a 1 s header timeout.
+    let mut hello = PREFACE.to_vec();
+    hello.extend(frame(SETTINGS, 0, 0, &[]));
+    hello.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1, &request_block(false, "/plaintext")));
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    let took = dribble(&mut s, &hello, Duration::from_millis(150));
+    assert!(took >= Duration::from_millis(900), "cut before the header timeout: {took:?}");
+    assert!(took < Duration::from_secs(5), "slow head held {took:?} (header timeout 1 s)");
+
+    // The preface at once, then the first HEADERS frame a byte at a time.
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    let mut preface = PREFACE.to_vec();
+    preface.extend(frame(SETTINGS, 0, 0, &[]));
+    s.write_all(&preface).unwrap();
+    let headers = frame(HEADERS, END_STREAM | END_HEADERS, 1, &request_block(false, "/plaintext"));
+    let took = dribble(&mut s, &headers.repeat(4), Duration::from_millis(150));
+    assert!(took < Duration::from_secs(5), "slow first HEADERS held {took:?} (header timeout 1 s)");
+    assert_served(server.local_addr());
+}
+
+#[test]
+fn a_trickled_request_body_is_cut_at_the_minimum_rate() {
+    let server = start_with_rates();
+    let mut c = Raw::connect(server.local_addr(), &[]);
+    c.send(&frame(HEADERS, END_HEADERS, 1, &request_block(true, "/echo")));
+    // One-byte DATA frames, 5 a second: each is progress for the 30 s I/O
+    // timeout, but far below 200 bytes a second.
+    let started = Instant::now();
+    let mut cut = false;
+    for _ in 0..100 {
+        if !c.send(&frame(DATA, 0, 1, b"x")) {
+            cut = true;
+            break;
+        }
+        let (_, closed) = c.until_closed(Duration::from_millis(200));
+        if closed {
+            cut = true;
+            break;
+        }
+    }
+    let took = started.elapsed();
+    assert!(cut, "a body trickled at 5 bytes a second was held {took:?}");
+    assert!(took < Duration::from_secs(6), "trickled body cut only after {took:?}");
+
+    // A body at a good pace over several seconds is taken whole.
+    let mut c = Raw::connect(server.local_addr(), &[]);
+    c.send(&frame(HEADERS, END_HEADERS, 1, &request_block(true, "/echo")));
+    for _ in 0..10 {
+        assert!(c.send(&frame(DATA, 0, 1, &[b'y'; 400])), "a body at 1,300 bytes a second was cut");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    c.send(&frame(DATA, END_STREAM, 1, b""));
+    let mut got = 0;
+    loop {
+        let f = c.read_frame().expect("the echo arrives");
+        if f.kind == DATA && f.stream == 1 {
+            got += f.payload.len();
+            if got >= 4000 {
+                break;
+            }
+        }
+        assert!(f.kind != GOAWAY && f.kind != RST_STREAM, "paced body refused");
+    }
+    assert_served(server.local_addr());
+}
+
+#[test]
+fn a_window_opened_a_few_bytes_at_a_time_is_cut_at_the_minimum_rate() {
+    let server = start_with_rates();
+    // SETTINGS_INITIAL_WINDOW_SIZE 0, then 20 bytes of window 5 times a
+    // second (100 bytes a second): always some progress for the I/O
+    // timeout, never enough for the rate.
+    let mut c = Raw::connect(server.local_addr(), &[(0x4, 0)]);
+    c.send(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &request_block(false, "/large")));
+    let started = Instant::now();
+    let mut cut = false;
+    for _ in 0..100 {
+        if !c.send(&frame(WINDOW_UPDATE, 0, 1, &20u32.to_be_bytes())) {
+            cut = true;
+            break;
+        }
+        let (_, closed) = c.until_closed(Duration::from_millis(200));
+        if closed {
+            cut = true;
+            break;
+        }
+    }
+    let took = started.elapsed();
+    assert!(cut, "a reader opening 100 bytes of window a second was held {took:?}");
+    assert!(took < Duration::from_secs(6), "slow window cut only after {took:?}");
+    assert_served(server.local_addr());
+}

@@ -277,3 +277,46 @@ fn streaming_handler_sees_a_slow_body_as_an_error() {
     assert!(matches!(status, None | Some(408)), "{status:?}");
     server.shutdown();
 }
+
+/// A slow reader that is cut is reset, not closed: the kernel then drops
+/// the response bytes it still held for it instead of feeding them on at
+/// the client's pace from an orphaned socket. The client sees the reset
+/// after what it had already received, short of the whole response.
+#[test]
+fn a_slow_reader_that_is_cut_is_reset() {
+    const BIG: usize = 16 * 1024 * 1024;
+    let server = Server::with_config(slow_rates())
+        .spawn("127.0.0.1:0", |_| async {
+            Router::new().get("/big", || Content("application/octet-stream", vec![b'z'; BIG]))
+        })
+        .unwrap();
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.local_addr().into()).unwrap();
+    let mut reader: TcpStream = socket.into();
+    reader.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let started = Instant::now();
+    // 64 bytes every 100 ms: 640 bytes a second, below the 2,000 required.
+    reader.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 64];
+    let mut got = 0usize;
+    let ended = loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => got += n,
+            Err(e) => break Err(e),
+        }
+        thread::sleep(Duration::from_millis(100));
+        assert!(started.elapsed() < Duration::from_secs(30), "slow reader still served after 30 s");
+    };
+    assert!(got < BIG, "the slow reader got the whole response");
+    match ended {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+        Ok(()) => panic!("the slow reader saw a clean end after {got} bytes, not a reset"),
+    }
+    // It was cut at the rate (1 s grace, then the sweep's slack), and read
+    // what its buffer held at a few hundred bytes a second meanwhile.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "slow reader cut only after {took:?}");
+    server.shutdown();
+}

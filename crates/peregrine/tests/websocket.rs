@@ -536,3 +536,51 @@ fn decoding_does_not_depend_on_how_input_is_split() {
         }
     }
 }
+
+/// A client that opens a WebSocket and never reads what the server sends
+/// is cut at the minimum response rate, and reset: the server does not
+/// keep its send queue, nor the kernel its socket buffer, for it.
+#[test]
+fn a_client_that_never_reads_is_cut_and_reset() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::clone(&sent);
+    let rate = peregrine::MinDataRate { bytes_per_second: 2000, grace: Duration::from_secs(1) };
+    let config = Config { workers: 1, min_response_rate: Some(rate), ..Config::default() };
+    let handle = Server::with_config(config)
+        .spawn("127.0.0.1:0", move |_| {
+            let sent = Arc::clone(&shared);
+            async move { router(sent) }
+        })
+        .expect("server starts");
+    // A small receive buffer, so what the client's kernel takes on its
+    // behalf stays small next to the rate.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&handle.local_addr().into()).unwrap();
+    let mut c = Client { s: socket.into(), buf: Vec::new() };
+    c.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = c.handshake("/flood", "");
+    assert!(head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"), "{head}");
+    let started = Instant::now();
+    // Read nothing for 8 s: 1 s of grace, then the sweep's few seconds.
+    std::thread::sleep(Duration::from_secs(8));
+    let queued = sent.load(Ordering::SeqCst);
+    assert!(queued < 200, "{queued} messages of 64 KiB accepted by a client reading nothing");
+    c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 64 << 10];
+    let ended = loop {
+        match c.s.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => got += n,
+            Err(e) => break Err(e),
+        }
+    };
+    assert!(got < 1000 * (64 << 10), "the client that never read got everything");
+    match ended {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "after {got} bytes: {e}"),
+        Ok(()) => panic!("a clean end after {got} bytes, not a reset"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(14), "cut only after {:?}", started.elapsed());
+    handle.shutdown();
+}

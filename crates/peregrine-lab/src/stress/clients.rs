@@ -116,24 +116,27 @@ pub struct SlowOutcome {
     pub still_open: usize,
 }
 
-/// Opens `n` connections that each send `head` one byte per `interval`,
-/// and waits (at most `give_up` after the last connected) for the server to
-/// close them. `connected` is told how many are connected once all tried.
+/// Opens `n` connections that each send `prefix` at once and then `head`
+/// one byte per `interval`, and waits (at most `give_up` after the last
+/// connected) for the server to close them. `connected` is told how many
+/// are connected once all tried.
 pub async fn slow_clients(
     addr: SocketAddr,
     n: usize,
+    prefix: Vec<u8>,
     head: Vec<u8>,
     interval: Duration,
     give_up: Duration,
     connected: watch::Sender<usize>,
 ) -> SlowOutcome {
-    let head = Rc::new(head);
+    let (prefix, head) = (Rc::new(prefix), Rc::new(head));
     // Connect in waves, so the listen backlog never overflows.
     let connecting = Rc::new(Semaphore::new(128));
     let mut tasks = Vec::with_capacity(n);
     let (up_tx, mut up_rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
     for _ in 0..n {
-        let (head, connecting, up) = (Rc::clone(&head), Rc::clone(&connecting), up_tx.clone());
+        let (prefix, head) = (Rc::clone(&prefix), Rc::clone(&head));
+        let (connecting, up) = (Rc::clone(&connecting), up_tx.clone());
         tasks.push(tokio::task::spawn_local(async move {
             let stream = {
                 let _permit = connecting.acquire().await;
@@ -145,7 +148,11 @@ pub async fn slow_clients(
             };
             let _ = up.send(true);
             drop(up);
-            dribble(&mut stream, &head, interval, give_up).await
+            let start = Instant::now();
+            if stream.write_all(&prefix).await.is_err() {
+                return cut(start, &[]);
+            }
+            dribble(&mut stream, start, &head, interval, give_up).await
         }));
     }
     drop(up_tx);
@@ -181,8 +188,13 @@ enum SlowClient {
     StillOpen,
 }
 
-async fn dribble(stream: &mut TcpStream, head: &[u8], interval: Duration, give_up: Duration) -> SlowClient {
-    let start = Instant::now();
+async fn dribble(
+    stream: &mut TcpStream,
+    start: Instant,
+    head: &[u8],
+    interval: Duration,
+    give_up: Duration,
+) -> SlowClient {
     let mut received = Vec::new();
     let mut next = 0;
     let mut chunk = [0u8; 1024];

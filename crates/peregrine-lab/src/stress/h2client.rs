@@ -2,7 +2,8 @@
 //! [`Connector`]'s TLS or cleartext stream), for what h2load cannot tell:
 //! whether a stream was answered whole, refused by GOAWAY (never processed,
 //! safe to retry), reset, or cut off with its connection. Used by shutdown
-//! (streams in flight at SIGTERM), idle (connections held open) and probes.
+//! (streams in flight at SIGTERM), idle (connections held open), overload
+//! (20,000 connections, past what h2load can hold) and probes.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::sync::{watch, Semaphore};
 
-use super::clients::REQUEST_TIMEOUT;
+use super::clients::{LoopStats, REQUEST_TIMEOUT};
 use super::protocol::Connector;
 
 /// An open HTTP/2 connection: the handle to send on, its driver running
@@ -253,6 +254,129 @@ async fn stream_loop(
         }
     }
     (stats, goaway)
+}
+
+/// Overload's HTTP/2 client: `conns` connections, each with one request in
+/// flight on `path` after another (so requests in flight equal connections,
+/// as for HTTP/1.1), reconnecting when a connection ends, until `stop`.
+/// Counted in HTTP/1.1's [`LoopStats`] shape: a connection refused past
+/// the server's limit (closed before or right after the handshake, or
+/// answered with an HTTP/1.1 `503` no HTTP/2 client can read) never
+/// answers its first request and counts as a failed connect; a stream
+/// refused unprocessed
+/// (GOAWAY, REFUSED_STREAM) is retried on a new connection and counts as
+/// unanswered.
+///
+/// h2load cannot do this part: it aborts with about 6,600 connections or
+/// more in one process (see [`super::overload_h2`]).
+pub async fn keepalive_loops(
+    connector: Connector,
+    conns: usize,
+    path: &str,
+    stop: watch::Receiver<bool>,
+) -> LoopStats {
+    let connector = Rc::new(connector);
+    let path: Rc<str> = Rc::from(path);
+    // Connect in waves, as the HTTP/1.1 loops do.
+    let gate = Rc::new(Semaphore::new(256));
+    let mut tasks = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let (connector, path, gate, mut stop) =
+            (Rc::clone(&connector), Rc::clone(&path), Rc::clone(&gate), stop.clone());
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut stats = LoopStats::default();
+            let authority = connector.addr.to_string();
+            let scheme = connector.protocol.scheme();
+            'outer: while !*stop.borrow() {
+                let conn = {
+                    let _permit = gate.acquire().await;
+                    connect(&connector).await
+                };
+                let conn = match conn {
+                    Ok(c) => c,
+                    Err(_) => {
+                        stats.connect_failed += 1;
+                        tokio::select! {
+                            _ = stop.changed() => {}
+                            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        }
+                        continue;
+                    }
+                };
+                let mut answered_here = 0u64;
+                while !*stop.borrow() {
+                    // The clock starts once the connection can take the
+                    // stream: as for HTTP/1.1, where it starts after the
+                    // connect, latency is the request's, not this client's
+                    // wait for a new connection's first turn.
+                    let outcome = match conn.send.clone().ready().await {
+                        Ok(_) => None,
+                        Err(e) => Some(Outcome::NotSent(e)),
+                    };
+                    let sent = Instant::now();
+                    let outcome = match outcome {
+                        Some(not_sent) => not_sent,
+                        None => get(&conn.send, &authority, scheme, &path).await,
+                    };
+                    let refused_at_once =
+                        matches!(outcome, Outcome::NotSent(_) | Outcome::Unanswered(_) | Outcome::Refused(_));
+                    if answered_here == 0 && refused_at_once {
+                        // Nothing ever came back on this connection: it was
+                        // refused at the limit (over h2c, the HTTP/1.1 503
+                        // reads as a protocol error, GOAWAY). Back off as a
+                        // failed connect does.
+                        stats.connect_failed += 1;
+                        tokio::select! {
+                            _ = stop.changed() => {}
+                            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        }
+                        continue 'outer;
+                    }
+                    answered_here += 1;
+                    match outcome {
+                        Outcome::Answered(status) => {
+                            stats.latencies_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
+                            if status == 200 {
+                                stats.ok += 1;
+                            } else {
+                                stats.other_status += 1;
+                                stats.unavailable += u64::from(status == 503);
+                            }
+                        }
+                        // The connection ended between requests (idle
+                        // close, GOAWAY): nothing was lost.
+                        Outcome::NotSent(_) => continue 'outer,
+                        Outcome::Refused(_) => {
+                            stats.unanswered += 1;
+                            continue 'outer;
+                        }
+                        Outcome::Unanswered(why) => {
+                            stats.unanswered += 1;
+                            stats.first_problem.get_or_insert(format!("unanswered: {why}"));
+                            continue 'outer;
+                        }
+                        Outcome::Truncated(why) => {
+                            stats.truncated += 1;
+                            stats.first_problem.get_or_insert(format!("truncated: {why}"));
+                            continue 'outer;
+                        }
+                        Outcome::TimedOut => {
+                            stats.timed_out += 1;
+                            continue 'outer;
+                        }
+                    }
+                }
+            }
+            stats
+        }));
+    }
+    let mut total = LoopStats::default();
+    for task in tasks {
+        if let Ok(s) = task.await {
+            total.absorb(s);
+        }
+    }
+    total
 }
 
 /// Sends `GET path` on a fresh connection of the connector's protocol and

@@ -7,7 +7,7 @@
 //! `h2load` for HTTP/2) and with purpose-built clients ([`clients`],
 //! [`h2client`]), prints its figures, and exits 1 when a limit is broken.
 //! `--protocol` ([`protocol`]) chooses cleartext HTTP/1.1, TLS, h2 or h2c
-//! for overload, noisy and shutdown; idle measures all four. The limits are
+//! for overload, noisy, slow and shutdown; idle measures all four. The limits are
 //! flags with the numbers as defaults, so a run on slower hardware
 //! can state what it held to.
 
@@ -54,9 +54,10 @@ enum Scenario {
     /// Valid load mixed with bad methods, unknown paths and garbage
     /// connections: valid throughput stays within 90% of a clean run.
     Noisy(noisy::Args),
-    /// 5,000 clients sending one header byte a second: normal clients lose
-    /// at most 10% throughput and the slow ones are cut at the header
-    /// timeout.
+    /// 5,000 clients sending one header byte a second (over TLS: one
+    /// ClientHello byte; over h2c: one HEADERS byte after the preface):
+    /// normal clients lose at most 10% throughput and the slow ones are cut
+    /// at the header timeout.
     Slow(slow::Args),
     /// Mixed load over all seven TFB endpoints for a long time: resident
     /// memory stays flat, no errors, no file descriptors leaked.
@@ -83,7 +84,11 @@ pub fn run(args: StressArgs) -> ExitCode {
     }
     let speaks_others = matches!(
         args.scenario,
-        Scenario::Overload(_) | Scenario::Noisy(_) | Scenario::Shutdown(_) | Scenario::Idle(_)
+        Scenario::Overload(_)
+            | Scenario::Noisy(_)
+            | Scenario::Slow(_)
+            | Scenario::Shutdown(_)
+            | Scenario::Idle(_)
     );
     if args.target.protocol != protocol::Protocol::H1 && !speaks_others {
         eprintln!("peregrine-lab stress: this scenario speaks only --protocol h1 (so far)");

@@ -16,8 +16,13 @@
 //! `--protocol tls` runs the same clients over TLS; the server closes a
 //! TLS connection past its limit before the handshake (a 503 would cost
 //! the handshake it is refusing), so refusals show as failed connects, not
-//! 503s. `--protocol h2` and `h2c` load with h2load instead (see
-//! [`super::overload_h2`]).
+//! 503s. `--protocol h2` and `h2c` run the lab's own HTTP/2 client in the
+//! same client processes, one request in flight per connection
+//! ([`super::h2client::keepalive_loops`]): a connection past the limit is
+//! closed (TLS: before the handshake; h2c: after an HTTP/1.1 `503` an
+//! HTTP/2 client cannot read), so refusals show as failed connects there
+//! too. `--h2load` loads with h2load instead (see [`super::overload_h2`]),
+//! which cannot hold 20,000 connections.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,7 +37,7 @@ use super::target::{probe, Target, TargetArgs};
 use super::Report;
 use crate::rig::cpu::pin_self;
 use crate::rig::fdlimit;
-use crate::rig::procfs::fd_count;
+use crate::rig::procfs::{self, fd_count};
 use crate::rig::stats::percentile;
 
 #[derive(ClapArgs, Debug)]
@@ -53,6 +58,11 @@ pub struct Args {
     /// the server's own, lowered to fit its open-file limit.
     #[arg(long)]
     server_limit: Option<usize>,
+    /// With --protocol h2 or h2c: load with h2load processes (10 streams
+    /// per connection possible, but h2load aborts past about 6,600
+    /// connections a process) instead of the lab's own HTTP/2 client.
+    #[arg(long)]
+    h2load: bool,
 }
 
 /// One client process of an overload run (started by the scenario itself).
@@ -86,10 +96,13 @@ pub fn client(args: &ClientArgs) -> ExitCode {
     let (conns, path, duration) = (args.connections, args.path.clone(), args.duration);
     let stats = block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let loops =
-            tokio::task::spawn_local(
-                async move { keepalive_loops(connector, conns, &[&path], stop_rx).await },
-            );
+        let loops = tokio::task::spawn_local(async move {
+            if connector.protocol.is_h2() {
+                super::h2client::keepalive_loops(connector, conns, &path, stop_rx).await
+            } else {
+                keepalive_loops(connector, conns, &[&path], stop_rx).await
+            }
+        });
         tokio::time::sleep(Duration::from_secs(duration)).await;
         let _ = stop_tx.send(true);
         loops.await.unwrap_or_default()
@@ -126,7 +139,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     println!("overload: {} connections, {} s per path, server PID {pid}", args.connections, args.duration);
     report.figure("open-file limit (server and each client process)", fd_limit);
     pin_self(&target.load_cpu);
-    if server.protocol.is_h2() {
+    if server.protocol.is_h2() && args.h2load {
         let load = super::overload_h2::H2Overload {
             connections: args.connections,
             duration: args.duration,
@@ -145,6 +158,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let processes = args.connections.div_ceil(per_process(fd_limit)).max(1);
     for path in &args.paths {
         let share = args.connections / processes;
+        let cpu_before = procfs::cpu_secs(pid)?;
+        let started = std::time::Instant::now();
         let mut children = Vec::new();
         for i in 0..processes {
             let conns = if i + 1 == processes { args.connections - share * (processes - 1) } else { share };
@@ -183,12 +198,16 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
                 .map_err(|e| format!("client process printed {text:?} ({}): {e}", out.status))?;
             total.absorb(stats);
         }
+        // How busy the server was: well under 100% means the clients, not
+        // the server, set the throughput and the latency.
+        let busy = (procfs::cpu_secs(pid)? - cpu_before) / started.elapsed().as_secs_f64();
         let answered = total.latencies_ms.len();
         let p50 = percentile(&mut total.latencies_ms, 50.0);
         let p99 = percentile(&mut total.latencies_ms, 99.0);
         let max = percentile(&mut total.latencies_ms, 100.0);
         report.figure(format!("{path} client processes"), processes);
         report.figure(format!("{path} server file descriptors mid-run"), held);
+        report.figure(format!("{path} server CPU busy"), format!("{:.0}%", busy * 100.0));
         report.figure(
             format!("{path} answers 200 / 503 refusals"),
             format!("{} / {}", total.ok, total.unavailable),

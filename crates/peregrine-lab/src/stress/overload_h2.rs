@@ -1,4 +1,5 @@
-//! Overload over HTTP/2 (`overload --protocol h2` or `h2c`): the
+//! Overload over HTTP/2 with h2load (`overload --protocol h2 --h2load`, or
+//! `h2c`); without `--h2load` the lab's own client runs instead: the
 //! connections are h2load's, split over as many h2load processes as the
 //! open-file limit needs, each connection keeping [`STREAMS`] request in
 //! flight on one path, then the next. Over TLS the first seconds are the
@@ -17,8 +18,8 @@
 //! Known limit: h2load 1.52 aborts as a run ends (libev assertion "invalid
 //! fd found in epoll_ctl") when one process holds about 6,600 connections
 //! or more, with or without its log, so the issue's 20,000 does not run
-//! over HTTP/2 yet; 5,000 (one process) does. The lab's own h2 client in
-//! the overload client processes would lift it.
+//! over HTTP/2 with h2load; 5,000 (one process) does. The lab's own h2
+//! client in the overload client processes (the default) lifts it.
 
 use std::time::Duration;
 

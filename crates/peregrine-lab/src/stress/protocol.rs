@@ -165,6 +165,19 @@ pub fn client_config(ca: &Path, alpn: Vec<Vec<u8>>) -> Result<Arc<rustls::Client
     Ok(Arc::new(config))
 }
 
+/// The first flight a TLS client of `protocol` sends (its ClientHello,
+/// offering the protocol's ALPN), as bytes to write by hand: the slow
+/// scenario dribbles it to hold a handshake open.
+pub fn client_hello(protocol: Protocol, ca: &Path) -> Result<Vec<u8>, String> {
+    let config = client_config(ca, protocol.alpn())?;
+    let name = ServerName::try_from("localhost").map_err(|e| format!("server name: {e}"))?;
+    let mut conn =
+        rustls::ClientConnection::new(config, name).map_err(|e| format!("TLS client connection: {e}"))?;
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).map_err(|e| format!("ClientHello: {e}"))?;
+    Ok(hello)
+}
+
 /// A client connection of any protocol: a TCP stream, TLS on it or not.
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
@@ -238,6 +251,23 @@ mod tests {
             listener_flags(9000, Some(&certs)).join(" "),
             "--h2c-port 9002 --tls-cert c/server.crt --tls-key c/server.key --tls-port 9001 --tls-h2-port 9003"
         );
+    }
+
+    #[test]
+    fn a_client_hello_is_one_tls_handshake_record() {
+        let dir = std::env::temp_dir().join(format!("lab-hello-{}", std::process::id()));
+        // Tests run in the crate's directory: the script is two levels up.
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/certs");
+        assert!(Command::new(script).arg(&dir).status().unwrap().success());
+        let certs = Certs::ensure(&dir).unwrap();
+        let hello = client_hello(Protocol::H2, &certs.ca).unwrap();
+        // Content type 22 (handshake), then message type 1 (ClientHello).
+        assert_eq!(hello[0], 22);
+        assert_eq!(hello[5], 1);
+        let len = u16::from_be_bytes([hello[3], hello[4]]) as usize;
+        assert_eq!(hello.len(), 5 + len);
+        assert!(hello.windows(2).any(|w| w == b"h2"), "ALPN h2 not offered");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

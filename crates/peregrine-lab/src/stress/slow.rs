@@ -1,24 +1,39 @@
 //! Slow clients (slowloris): thousands of connections each sending one byte
 //! of a request head per second.
 //!
-//! Each round: a clean wrk run; the slow clients connect; a wrk run while
+//! Each round: a clean load run; the slow clients connect; a load run while
 //! they dribble; the server cuts them at its header timeout. Rounds repeat
-//! (`--rounds`) and medians are compared, because one wrk run against
-//! another varies by more than the 10% being measured on a shared 2-core
-//! machine. Checked: the median throughput with slow clients is at least
+//! (`--rounds`) and medians are compared, because one run against another
+//! varies by more than the 10% being measured on a shared 2-core machine.
+//! Checked: the median throughput with slow clients is at least
 //! `--min-ratio` of the clean median, every slow client was cut between the
-//! header timeout and three seconds after it (the sweep runs once a second)
-//! with a `408`, none got any other answer, and wrk saw no errors. Server
+//! header timeout and three seconds after it (the sweep runs once a second),
+//! none got an answer other than `408`, and the load saw no errors. Server
 //! requests per CPU-second are reported beside requests/s: the slow clients
-//! share the load CPU with wrk here, so part of any loss is the client's.
+//! share the load CPU with the load tool here, so part of any loss is the
+//! client's.
+//!
+//! `--protocol` chooses what is slow and what the normal load speaks (wrk
+//! for h1 and tls, h2load for h2 and h2c):
+//! - `h1`: an HTTP/1.1 request head, a byte a second; each is cut with
+//!   `408`.
+//! - `tls`, `h2`: the TLS ClientHello (offering `http/1.1` or `h2`), a
+//!   byte a second: a handshake held open. The header timeout bounds the
+//!   handshake; the cut is a close, as no HTTP has been spoken.
+//! - `h2c`: the connection preface and SETTINGS at once, then the first
+//!   HEADERS frame a byte a second. The header timeout bounds an HTTP/2
+//!   connection until its first stream; the cut is a close.
 
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, slow_clients, SlowOutcome};
-use super::target::{measured_run, median, Target, TargetArgs, Wrk};
+use super::load::Load;
+use super::protocol::{client_hello, Protocol};
+use super::target::{measured_run, median, Target, TargetArgs};
 use super::{ratio, Report};
 use crate::rig::cpu::pin_self;
 use crate::rig::fdlimit;
@@ -35,7 +50,7 @@ pub struct Args {
     /// The server's header timeout (passed as --header-timeout).
     #[arg(long, default_value_t = 15)]
     header_timeout: u64,
-    /// Seconds of each wrk run; must end before the header timeout.
+    /// Seconds of each load run; must end before the header timeout.
     #[arg(long, default_value_t = 8)]
     duration: u32,
     /// Normal load: path and connections.
@@ -63,19 +78,24 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let mut report = Report::new("slow");
     report.figure("server log", server.log.display());
     println!(
-        "slow: {} rounds, {} clients at 1 byte/s, header timeout {} s",
-        args.rounds, args.clients, args.header_timeout
+        "slow: {} rounds, {} clients at 1 byte/s over {}, header timeout {} s",
+        args.rounds,
+        args.clients,
+        target.protocol.name(),
+        args.header_timeout
     );
-    let wrk = Wrk::new(server.url(&args.path), args.connections, args.duration);
-    let head = format!("GET {} HTTP/1.1\r\nHost: lab\r\nX-Slow: {}\r\n\r\n", args.path, "s".repeat(120))
-        .into_bytes();
-
+    let protocol = server.protocol;
+    report.figure("protocol", protocol.describe());
+    let load = Load::new(protocol, server.load_url(&args.path), args.connections, args.duration);
+    report.figure("normal load", load.tool());
+    let (prefix, head) = slow_head(protocol, &args.path, server.certs.as_ref().map(|c| c.ca.as_path()))?;
+    let slow_addr = server.addr_of(protocol);
     let (mut clean, mut slow) = (Vec::new(), Vec::new());
     let (mut clean_cpu, mut slow_cpu) = (Vec::new(), Vec::new());
     let mut outcomes = Vec::new();
     let mut errors = 0;
     for round in 1..=args.rounds.max(1) {
-        let (before, per_cpu) = measured_run(&wrk, &target.load_cpu, pid)?;
+        let (before, per_cpu) = measured_run(&load, &target.load_cpu, pid)?;
         errors += before.error_count();
         clean.push(before.requests_per_sec);
         clean_cpu.push(per_cpu);
@@ -83,7 +103,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         // The slow clients live on their own thread (pinned with the
         // load), so they keep dribbling while this thread runs wrk.
         let (connected_tx, connected_rx) = mpsc::channel();
-        let (addr, n, cpu, head) = (server.addr, args.clients, target.load_cpu.clone(), head.clone());
+        let (addr, n, cpu) = (slow_addr, args.clients, target.load_cpu.clone());
+        let (prefix, head) = (prefix.clone(), head.clone());
         let timeout = Duration::from_secs(args.header_timeout);
         let dribbling = std::thread::spawn(move || {
             pin_self(&cpu);
@@ -94,13 +115,13 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
                     let _ = connected_tx.send(*rx.borrow());
                 });
                 let give_up = timeout * 2 + Duration::from_secs(10);
-                let outcome = slow_clients(addr, n, head, Duration::from_secs(1), give_up, tx).await;
+                let outcome = slow_clients(addr, n, prefix, head, Duration::from_secs(1), give_up, tx).await;
                 let _ = forward.await;
                 outcome
             })
         });
         let connected = connected_rx.recv_timeout(Duration::from_secs(60)).unwrap_or(0);
-        let (during, per_cpu) = measured_run(&wrk, &target.load_cpu, pid)?;
+        let (during, per_cpu) = measured_run(&load, &target.load_cpu, pid)?;
         errors += during.error_count();
         slow.push(during.requests_per_sec);
         slow_cpu.push(per_cpu);
@@ -154,16 +175,77 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         !cuts.is_empty() && earliest >= t - 0.5 && latest <= t + 3.0,
         format!("cut between {t} s and {} s after their first byte", t + 3.0),
     );
-    report.check(
-        all.got_408 == all.cut_after.len(),
-        format!("every cut client got a 408 ({} of {})", all.got_408, all.cut_after.len()),
-    );
+    if protocol == Protocol::H1 {
+        report.check(
+            all.got_408 == all.cut_after.len(),
+            format!("every cut client got a 408 ({} of {})", all.got_408, all.cut_after.len()),
+        );
+    } else {
+        // No HTTP was spoken on these connections: nothing to answer.
+        report.check(all.got_408 == 0, format!("cut without an HTTP answer ({} got 408)", all.got_408));
+    }
     report.check(all.got_other == 0, format!("no slow client got another answer ({})", all.got_other));
     report.check(errors == 0, format!("no errors for normal clients ({errors})"));
     report.check(server.server.check_alive().is_ok(), "server still running");
     Ok(report.finish())
 }
 
+/// What a slow client of `protocol` sends at once, and what it then
+/// dribbles a byte a second (see the module's documentation).
+fn slow_head(protocol: Protocol, path: &str, ca: Option<&Path>) -> Result<(Vec<u8>, Vec<u8>), String> {
+    match protocol {
+        Protocol::H1 => {
+            let head = format!("GET {path} HTTP/1.1\r\nHost: lab\r\nX-Slow: {}\r\n\r\n", "s".repeat(120));
+            Ok((Vec::new(), head.into_bytes()))
+        }
+        Protocol::Tls | Protocol::H2 => {
+            let ca = ca.ok_or("a TLS slow client needs the test CA")?;
+            Ok((Vec::new(), client_hello(protocol, ca)?))
+        }
+        Protocol::H2c => Ok((h2_hello(), h2_headers(path))),
+    }
+}
+
+/// The HTTP/2 connection preface and an empty SETTINGS frame.
+fn h2_hello() -> Vec<u8> {
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    hello
+}
+
+/// A HEADERS frame (stream 1, END_STREAM | END_HEADERS) for `GET path`:
+/// `:method GET` and `:scheme http` from HPACK's static table, `:path` and
+/// `:authority` as literals without indexing.
+fn h2_headers(path: &str) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86];
+    for (index, value) in [(0x04u8, path.as_bytes()), (0x01, b"lab".as_slice())] {
+        block.push(index);
+        // Lengths under 127 fit the 7-bit prefix.
+        block.push(value.len().min(126) as u8);
+        block.extend_from_slice(&value[..value.len().min(126)]);
+    }
+    let len = block.len();
+    let mut frame = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, 0x1, 0x5, 0, 0, 0, 1];
+    frame.extend(block);
+    frame
+}
+
 fn list(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_h2c_head_is_a_preface_then_one_headers_frame() {
+        assert!(h2_hello().starts_with(b"PRI * HTTP/2.0"));
+        assert_eq!(h2_hello().len(), 24 + 9);
+        let f = h2_headers("/plaintext");
+        let len = (f[0] as usize) << 16 | (f[1] as usize) << 8 | f[2] as usize;
+        assert_eq!((f.len(), f[3], f[4]), (9 + len, 0x1, 0x5));
+        assert_eq!(&f[9..12], &[0x82, 0x86, 0x04]);
+        assert_eq!(f[12] as usize, "/plaintext".len());
+    }
 }

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::load::{Load, LoadReport};
 use super::protocol::{listener_flags, Certs, Connector, Protocol};
 use crate::rig::client;
 use crate::rig::procfs;
 use crate::rig::server::{accepts, RunningServer};
 use crate::rig::stats;
-use crate::rig::wrk::{RunningWrk, WrkCommand, WrkReport};
+use crate::rig::wrk::{RunningWrk, WrkCommand};
 
 /// Where and how the server under test runs; shared by every scenario.
 #[derive(Args, Clone, Debug)]
@@ -208,18 +209,14 @@ impl Wrk {
     pub fn spawn(&self, cpu: &str) -> Result<RunningWrk, String> {
         self.command(cpu).spawn()
     }
-
-    /// Runs wrk to completion.
-    pub fn run(&self, cpu: &str) -> Result<WrkReport, String> {
-        self.spawn(cpu)?.finish()
-    }
 }
 
-/// Runs `wrk` against the server and returns its report with the server's
-/// requests per CPU-second over the run (utime + stime from `/proc`).
-pub fn measured_run(wrk: &Wrk, cpu: &str, pid: u32) -> Result<(WrkReport, f64), String> {
+/// Runs `load` against the server and returns its report with the
+/// server's requests per CPU-second over the run (utime + stime from
+/// `/proc`).
+pub fn measured_run(load: &Load, cpu: &str, pid: u32) -> Result<(LoadReport, f64), String> {
     let before = procfs::cpu_secs(pid)?;
-    let report = wrk.run(cpu)?;
+    let report = load.run(cpu)?;
     let cpu_secs = procfs::cpu_secs(pid)? - before;
     let per_cpu_sec = if cpu_secs > 0.0 { report.total_requests as f64 / cpu_secs } else { 0.0 };
     Ok((report, per_cpu_sec))

@@ -157,9 +157,13 @@ impl Worker {
                 // writable. Every other case ends the connection outright.
                 // Entries are removed (on this thread) before their socket
                 // is closed, so `fd` is live.
+                // A connection cut with response bytes still unsent (a
+                // slow reader) is reset, so the kernel drops them too.
                 if expired && matches!(wait, Wait::Head | Wait::Body) {
                     timer.expired.set(true);
                     sys::shutdown_read(timer.fd);
+                } else if sys::unsent_bytes(timer.fd) > 0 {
+                    sys::abort_socket(timer.fd);
                 } else {
                     sys::shutdown_socket(timer.fd);
                 }
@@ -179,6 +183,10 @@ impl Worker {
         let rate = match wait {
             Wait::Body => self.config.min_request_body_rate,
             Wait::Write | Wait::Drain => self.config.min_response_rate,
+            Wait::Streams => crate::config::MinDataRate::laxer(
+                self.config.min_request_body_rate,
+                self.config.min_response_rate,
+            ),
             _ => return false,
         };
         let Some(rate) = rate else { return false };

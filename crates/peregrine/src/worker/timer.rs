@@ -26,8 +26,9 @@ pub(crate) enum Wait {
     /// the sweep finds the buffer drained and makes it [`Wait::Idle`].
     Drain,
     /// HTTP/2 streams are open and waiting on the peer: the I/O deadline
-    /// applies; the minimum rates do not (HTTP/2's flow-control windows
-    /// already bound what a slow reader can hold in the server).
+    /// applies, and the laxer of the two minimum rates to what the
+    /// connection's streams move (a client trickling DATA frames, or one
+    /// opening its window a few bytes at a time, is cut).
     Streams,
     /// A handler is running; no connection deadline applies.
     Busy,

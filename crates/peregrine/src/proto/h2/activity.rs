@@ -8,7 +8,12 @@
 //! - streams are open and all wait on the client (body bytes, window
 //!   capacity): the I/O timeout, restarted whenever one makes progress, so
 //!   a client that opens streams and then stalls, or never opens its
-//!   window, is dropped;
+//!   window, is dropped; and the minimum data rate over that stretch of
+//!   waiting, so one that trickles DATA frames or opens its window a few
+//!   bytes at a time is dropped too;
+//! - before the first stream: the header timeout, from the preface on, so
+//!   a client that sends its preface or first HEADERS slowly is dropped as
+//!   a slow HTTP/1.1 head is;
 //! - no stream is open: the idle timeout.
 //!
 //! PING or SETTINGS frames are not progress: they cannot keep stalled
@@ -41,15 +46,21 @@ impl Activity {
         if self.busy.get() > 0 {
             self.timer.arm(Wait::Busy, u64::MAX);
         } else if self.open.get() > 0 {
+            if self.timer.wait.get() != Wait::Streams {
+                // A new stretch of waiting on the client: its minimum rate
+                // counts from here.
+                self.timer.begin_transfer();
+            }
             self.timer.arm(Wait::Streams, self.worker.deadline_after(config.io_timeout));
         } else {
             self.timer.arm(Wait::Idle, self.worker.deadline_after(config.idle_timeout));
         }
     }
 
-    /// A stream moved (bytes in, window capacity out): the I/O deadline
-    /// starts again.
-    pub(super) fn progress(&self) {
+    /// A stream moved `bytes` (body bytes in, window capacity out): they
+    /// count toward the minimum rate, and the I/O deadline starts again.
+    pub(super) fn progress(&self, bytes: usize) {
+        self.timer.moved(bytes);
         if self.busy.get() == 0 {
             self.rearm();
         }

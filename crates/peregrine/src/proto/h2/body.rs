@@ -55,7 +55,7 @@ async fn next_data(recv: &RefCell<RecvStream>, activity: &Activity) -> Result<Op
                 return Err(Refused::Cut);
             }
             Some(Ok(data)) => {
-                activity.progress();
+                activity.progress(data.len());
                 if !data.is_empty() {
                     return Ok(Some(data));
                 }

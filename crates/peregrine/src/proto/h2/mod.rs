@@ -22,9 +22,10 @@
 //!   floods (one pending acknowledgement, written before more is read) and
 //!   empty or tiny DATA frames.
 //! - Deadlines go through the worker's [`ConnTimer`] (`activity.rs`): the
-//!   handshake has the header timeout, a connection without streams the
-//!   idle timeout, and one whose open streams all wait on a client that
-//!   makes no progress the I/O timeout.
+//!   preface, handshake and first request head have the header timeout, a
+//!   connection without streams the idle timeout, and one whose open
+//!   streams all wait on the client the I/O timeout and the minimum data
+//!   rate (a trickled body, a window opened a few bytes at a time).
 //! - Shutdown sends `GOAWAY`, lets the streams in flight finish, then
 //!   closes.
 //! - WebSocket over HTTP/2 (RFC 8441): an extended `CONNECT` is routed as
@@ -154,7 +155,8 @@ pub(crate) async fn serve<T, S>(
         activity: Rc::new(Activity::new(Rc::clone(&worker), timer)),
         alt_svc: if tls { worker.alt_svc.clone() } else { None },
     });
-    shared.activity.rearm();
+    // The header timeout armed before the preface stays until the first
+    // stream: a client must send its first request head within it.
 
     let mut draining = false;
     let shutdown = worker.shutdown_begun();

@@ -284,7 +284,7 @@ async fn send_paced(
         if granted == 0 {
             continue;
         }
-        activity.progress();
+        activity.progress(granted);
         let piece = data.split_to(granted.min(data.len()));
         send.send_data(piece, end && data.is_empty())?;
     }

@@ -85,7 +85,7 @@ pub(super) fn answer_whole<S: 'static>(
     let mut slot = None;
     // A request is activity: without a task to open and close, the idle
     // deadline would otherwise still date from the last task-served stream.
-    shared.activity.progress();
+    shared.activity.progress(0);
     let dispatched = pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned(&mut slot));
     match dispatched {
         Dispatched::Written | Dispatched::Panicked => {
