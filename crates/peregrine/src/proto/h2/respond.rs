@@ -9,12 +9,20 @@
 //! before has been taken: a client that does not read holds at most
 //! `max_send_buffer_bytes` per stream in the server, then its stream's
 //! producer waits.
+//!
+//! A static file's body ([`FileRange`]) is never read whole: each piece,
+//! at most [`FILE_CHUNK`] bytes, is read with `pread` only once the stream
+//! has been granted capacity for it, into a buffer whose memory comes back
+//! for the next piece once `h2` has written the one before. Reading whole
+//! files into a fresh zeroed `Vec` per request cost static-h2 (files of 3
+//! to 300 KB, 64 connections x 32 streams) its throughput and made glibc
+//! keep the freed memory.
 
 use std::borrow::Cow;
 use std::future::poll_fn;
 use std::pin::pin;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use h2::server::SendResponse;
@@ -24,11 +32,14 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_T
 use super::activity::Activity;
 use crate::http::date::DateBlock;
 use crate::response::canned;
-use crate::response::{BodyStream, Response, Trailers};
+use crate::response::{BodyStream, FileRange, Response, Trailers};
 
 /// Bodies up to this size are queued whole; larger ones wait for window
 /// capacity piece by piece. The protocol's initial window is 64 KiB - 1.
 const QUEUE_WHOLE: usize = 16 * 1024;
+
+/// The most of a file body read and queued at once.
+const FILE_CHUNK: usize = 32 * 1024;
 
 /// Headers HTTP/2 forbids (RFC 9113 §8.2.2); the server writes none of them
 /// itself, and drops a handler's rather than break the stream.
@@ -79,7 +90,7 @@ fn head(response: &Response, date: &DateBlock, length: Option<usize>) -> Option<
 /// body, or one too large to queue whole. Any other response is sent at
 /// once by [`send_at_once`].
 pub(super) fn needs_pacing(response: &Response) -> bool {
-    response.is_streaming() || response.body().len() > QUEUE_WHOLE
+    response.is_streaming() || response.has_file() || response.body().len() > QUEUE_WHOLE
 }
 
 /// The head for `response`; or, when a header cannot be carried by
@@ -146,12 +157,27 @@ pub(super) async fn send(
         return send_at_once(respond, response, head_only, date);
     }
     let stream = response.take_stream();
+    let file = response.take_file();
     let body = response.take_body();
     let trailers = response.take_trailers();
-    let length = if stream.is_some() { None } else { Some(body.len()) };
+    let length = match (&stream, &file) {
+        (Some(_), _) => None,
+        (None, Some(file)) => usize::try_from(file.len).ok(),
+        (None, None) => Some(body.len()),
+    };
     let Some(head) = head_or_refuse(respond, &response, date, length) else { return };
     if head_only {
         let _ = respond.send_response(head, true);
+        return;
+    }
+    if let (None, Some(file)) = (&stream, file) {
+        let ends_with_head = file.len == 0 && trailers.is_empty();
+        let Ok(mut send) = respond.send_response(head, ends_with_head) else { return };
+        if !ends_with_head && send_file(&mut send, file, !trailers.is_empty(), activity).await.is_ok() {
+            if !trailers.is_empty() {
+                finish(&mut send, trailers);
+            }
+        }
         return;
     }
     match stream {
@@ -243,6 +269,56 @@ async fn send_paced(
         activity.progress();
         let piece = data.split_to(granted.min(data.len()));
         send.send_data(piece, end && data.is_empty())?;
+    }
+    Ok(())
+}
+
+/// Sends a file body piece by piece, each piece read once the stream has
+/// capacity for it; ends the stream with the last unless `trailers_follow`.
+/// A file that turns out shorter than its head said (it shrank), or fails
+/// to read, resets the stream: the client sees an error, not a body that
+/// ends early and looks whole.
+async fn send_file(
+    send: &mut SendStream<Bytes>,
+    file: FileRange,
+    trailers_follow: bool,
+    activity: &Activity,
+) -> Result<(), ()> {
+    let mut buf = BytesMut::new();
+    let mut offset = file.offset;
+    let end = file.offset + file.len;
+    while offset < end {
+        let left = (end - offset).min(FILE_CHUNK as u64) as usize;
+        send.reserve_capacity(left);
+        let granted = match poll_fn(|cx| send.poll_capacity(cx)).await {
+            Some(Ok(granted)) => granted,
+            // The stream closed (the client reset it) or the connection failed.
+            Some(Err(_)) | None => return Err(()),
+        };
+        if granted == 0 {
+            continue;
+        }
+        activity.progress();
+        let want = granted.min(left);
+        // Once `h2` has written and dropped the piece before, `buf` takes
+        // its memory back instead of allocating.
+        buf.reserve(want);
+        match crate::sys::pread_append(&file.file, &mut buf, want, offset) {
+            Ok(read) if read == want => {}
+            Ok(_) => {
+                tracing::warn!("a file shrank while being sent; resetting the stream");
+                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading a file response body failed");
+                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+        }
+        offset += want as u64;
+        let last = offset == end && !trailers_follow;
+        send.send_data(buf.split().freeze(), last).map_err(|_| ())?;
     }
     Ok(())
 }
