@@ -59,6 +59,11 @@ struct Cli {
     /// Seconds an idle keep-alive connection is kept open.
     #[arg(long, value_name = "SECS", default_value_t = Config::default().idle_timeout.as_secs())]
     idle_timeout: u64,
+    /// glibc's mmap and trim thresholds, in bytes, set at start so memory
+    /// freed after large messages or bodies goes back to the system
+    /// (`Config::malloc_release_threshold`); 0 leaves glibc's own.
+    #[arg(long, value_name = "BYTES", default_value_t = Config::default().malloc_release_threshold.unwrap_or(0))]
+    malloc_threshold: usize,
     /// Directory served under /static/ (HttpArena's 20 files and their
     /// .br/.gz siblings ship in the repository), read from disk per request.
     #[arg(long, value_name = "DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data/static"))]
@@ -398,6 +403,7 @@ fn main() -> ExitCode {
     config.max_connections_per_worker = cli.max_connections.max(1);
     config.header_timeout = Duration::from_secs(cli.header_timeout.max(1));
     config.idle_timeout = Duration::from_secs(cli.idle_timeout.max(1));
+    config.malloc_release_threshold = (cli.malloc_threshold > 0).then_some(cli.malloc_threshold);
     let workers = server.config_mut().workers;
     let store_config = match StoreConfig::from_env(&cli.data_dir, workers) {
         Ok(c) => c,

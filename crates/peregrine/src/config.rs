@@ -60,6 +60,17 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Initial size of each connection's read buffer.
     pub read_buffer_bytes: usize,
+    /// With glibc's allocator: set at start as both its mmap threshold
+    /// (`M_MMAP_THRESHOLD`, blocks at least this large get their own
+    /// mapping, unmapped when freed) and its trim threshold
+    /// (`M_TRIM_THRESHOLD`, free memory beyond this at the top of the heap
+    /// goes back to the system). `None` leaves glibc's defaults, whose
+    /// thresholds grow (up to 32 MiB) with the largest block freed: after
+    /// a burst of large messages the process then keeps that memory. See
+    /// the README's memory section for the figures. Skipped when
+    /// `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` is set in the
+    /// environment; no effect with another allocator. Default: 128 KiB.
+    pub malloc_release_threshold: Option<usize>,
     /// HTTP/2 limits and window sizes.
     pub http2: Http2Config,
     /// HTTP/3 (QUIC) limits and window sizes.
@@ -173,6 +184,7 @@ impl Default for Config {
             min_response_rate: Some(MinDataRate::DEFAULT),
             shutdown_timeout: Duration::from_millis(4500),
             read_buffer_bytes: 8 * 1024,
+            malloc_release_threshold: Some(128 * 1024),
             http2: Http2Config::default(),
             http3: Http3Config::default(),
         }

@@ -117,6 +117,114 @@ pub(crate) fn sendfile(socket: RawFd, file: RawFd, offset: &mut u64, count: usiz
     Ok(n as usize)
 }
 
+/// A growable byte buffer [`pread_append`] can read into: its spare
+/// capacity is written in place, then taken into its length.
+pub(crate) trait AppendBuf {
+    fn len(&self) -> usize;
+    fn reserve(&mut self, additional: usize);
+    fn spare_capacity_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>];
+    /// # Safety
+    /// The first `len - self.len()` bytes of the spare capacity are initialised.
+    unsafe fn set_len(&mut self, len: usize);
+}
+
+impl AppendBuf for Vec<u8> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional)
+    }
+    fn spare_capacity_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        Vec::spare_capacity_mut(self)
+    }
+    unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller promises the bytes up to `len` are initialised.
+        unsafe { Vec::set_len(self, len) }
+    }
+}
+
+impl AppendBuf for bytes::BytesMut {
+    fn len(&self) -> usize {
+        bytes::BytesMut::len(self)
+    }
+    fn reserve(&mut self, additional: usize) {
+        bytes::BytesMut::reserve(self, additional)
+    }
+    fn spare_capacity_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        bytes::BytesMut::spare_capacity_mut(self)
+    }
+    unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller promises the bytes up to `len` are initialised.
+        unsafe { bytes::BytesMut::set_len(self, len) }
+    }
+}
+
+/// Appends up to `count` bytes of `file` from `offset` to `buf` with
+/// positioned reads (`pread(2)`: the descriptor may be shared, so its own
+/// offset means nothing), straight into `buf`'s spare capacity, so the
+/// bytes are not zeroed first. Returns how many bytes were appended: fewer
+/// than `count` only where the file ends.
+pub(crate) fn pread_append(
+    file: &std::fs::File,
+    buf: &mut impl AppendBuf,
+    count: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    buf.reserve(count);
+    let mut done = 0;
+    while done < count {
+        let at = libc::off_t::try_from(offset + done as u64)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let spare = buf.spare_capacity_mut();
+        let want = (count - done).min(spare.len());
+        // SAFETY: `spare` is `buf`'s unused capacity, at least `want`
+        // bytes of writable memory that nothing else refers to while `buf`
+        // is borrowed mutably; pread writes at most `want` bytes there and
+        // touches nothing else. A bad descriptor makes it fail with EBADF.
+        let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        // SAFETY: pread initialised the first `n` (<= `want`) bytes of the
+        // spare capacity, which directly follow `buf`'s length.
+        unsafe { buf.set_len(buf.len() + n as usize) };
+        done += n as usize;
+    }
+    Ok(done)
+}
+
+/// Sets glibc's mmap and trim thresholds to `bytes` (`mallopt(3)`): blocks
+/// that large are mapped on their own and unmapped when freed, and free
+/// memory beyond it at the top of the heap is returned to the system.
+/// This also turns off glibc's dynamic mmap threshold, which otherwise
+/// rises to the largest block freed and keeps such blocks on the heap.
+/// Returns whether glibc took both values.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn set_malloc_release_threshold(bytes: usize) -> bool {
+    let Ok(value) = libc::c_int::try_from(bytes) else { return false };
+    // SAFETY: mallopt only changes the allocator's tuning parameters (it
+    // takes its own lock); it reads and writes none of our memory, and an
+    // out-of-range value makes it return 0.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, value) == 1 && libc::mallopt(libc::M_TRIM_THRESHOLD, value) == 1
+    }
+}
+
+/// Another C library or allocator: nothing to set.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn set_malloc_release_threshold(_bytes: usize) -> bool {
+    false
+}
+
 /// Shuts a socket down in both directions, so the task serving it sees end
 /// of input and finishes. Used by the worker's sweep, which holds only the
 /// descriptor of a connection owned by another task.

@@ -405,3 +405,126 @@ fn a_header_http2_cannot_carry_is_answered_with_500() {
         assert_eq!(exchange(&mut c, request("GET", "/plaintext"), b"").await.status, 200);
     });
 }
+
+/// A directory with `big.bin` (`len` bytes, not all alike, so a misplaced
+/// piece shows) for `ServeDir`, removed on drop.
+struct FileDir(std::path::PathBuf);
+
+impl FileDir {
+    fn new(len: usize) -> FileDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "peregrine-h2-files-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("big.bin"), patterned(len)).unwrap();
+        FileDir(dir)
+    }
+}
+
+impl Drop for FileDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn patterned(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ (i / 251) as u8).collect()
+}
+
+fn start_files(dir: &FileDir) -> ServerHandle {
+    let files = peregrine::fs::ServeDir::new(&dir.0);
+    Server::with_config(common::config())
+        .listen(Listener::new(([127, 0, 0, 1], 0)))
+        .start(move |_| {
+            let files = files.clone();
+            async move { Router::new().get("/static/{*path}", files) }
+        })
+        .expect("test server starts")
+}
+
+#[test]
+fn a_large_static_file_arrives_whole_in_pieces_with_ranges_and_head() {
+    const LEN: usize = 5 * 1024 * 1024 + 123;
+    let dir = FileDir::new(LEN);
+    let server = start_files(&dir);
+    let addr = server.local_addr();
+    let want = patterned(LEN);
+    block_on(async move {
+        let mut client = connect(addr).await;
+        // The client's 64 KiB window holds the server to pieces it grants.
+        let whole = exchange(&mut client, request("GET", "/static/big.bin"), b"").await;
+        assert_eq!(whole.status, 200);
+        assert_eq!(whole.header("content-length"), Some(LEN.to_string().as_str()));
+        assert!(whole.body == want, "the body differs ({} bytes of {LEN})", whole.body.len());
+
+        let range = http::Request::builder()
+            .uri("http://localhost/static/big.bin")
+            .header("range", "bytes=1000-2000999")
+            .body(())
+            .unwrap();
+        let part = exchange(&mut client, range, b"").await;
+        assert_eq!(part.status, 206);
+        assert_eq!(part.header("content-range"), Some(format!("bytes 1000-2000999/{LEN}").as_str()));
+        assert!(part.body == want[1000..2_001_000], "the range differs");
+
+        let head = exchange(&mut client, request("HEAD", "/static/big.bin"), b"").await;
+        assert_eq!(head.status, 200);
+        assert_eq!(head.header("content-length"), Some(LEN.to_string().as_str()));
+        assert!(head.body.is_empty());
+    });
+    // Another client: curl's HTTP/2 (nghttp2) gets the same bytes.
+    let out = Command::new("curl")
+        .args(["-sS", "--http2-prior-knowledge", "--max-time", "20"])
+        .arg(format!("http://{addr}/static/big.bin"))
+        .output()
+        .expect("run curl");
+    assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout == patterned(LEN), "curl's body differs ({} bytes)", out.stdout.len());
+    server.shutdown();
+}
+
+#[test]
+fn a_file_that_shrinks_while_sent_resets_the_stream() {
+    const LEN: usize = 4 * 1024 * 1024;
+    let dir = FileDir::new(LEN);
+    let server = start_files(&dir);
+    let addr = server.local_addr();
+    let path = dir.0.join("big.bin");
+    block_on(async move {
+        let client = connect(addr).await;
+        let mut client = client.ready().await.expect("ready");
+        let (response, _) =
+            client.send_request(request("GET", "/static/big.bin"), true).expect("send request");
+        let response = response.await.expect("response head");
+        assert_eq!(response.status(), 200);
+        let mut recv = response.into_body();
+        // Without released capacity the server is held to the 64 KiB
+        // window: it is mid-file when the file shrinks.
+        let first = recv.data().await.expect("a first piece").expect("a first piece");
+        let mut got = first.len();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100 * 1024).unwrap();
+        let _ = recv.flow_control().release_capacity(first.len());
+        let outcome = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(data) = recv.data().await {
+                let data = data?;
+                got += data.len();
+                let _ = recv.flow_control().release_capacity(data.len());
+            }
+            Ok::<_, h2::Error>(())
+        })
+        .await
+        .expect("the stream ends, it does not hang");
+        let err = outcome.expect_err("a body cut short must not end as if whole");
+        assert_eq!(err.reason(), Some(h2::Reason::INTERNAL_ERROR), "{err}");
+        assert!(got < LEN, "{got} bytes arrived");
+        // The connection goes on: another stream is served.
+        let mut client = client.ready().await.expect("ready");
+        let (response, _) =
+            client.send_request(request("HEAD", "/static/big.bin"), true).expect("send request");
+        assert_eq!(response.await.expect("response head").status(), 200);
+    });
+    server.shutdown();
+}

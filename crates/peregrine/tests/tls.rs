@@ -526,3 +526,33 @@ fn unusable_certificate_files_stop_the_start_with_the_reason() {
     assert_eq!(c.get("/plaintext").status, 200);
     server.shutdown();
 }
+
+#[test]
+fn a_large_static_file_over_tls_http1_arrives_whole_and_ranges_work() {
+    const LEN: usize = 5 * 1024 * 1024 + 77;
+    let dir = certs();
+    let files_dir = dir.join("files");
+    std::fs::create_dir_all(&files_dir).unwrap();
+    let want: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8 ^ (i / 251) as u8).collect();
+    std::fs::write(files_dir.join("big.bin"), &want).unwrap();
+    let files = peregrine::fs::ServeDir::new(&files_dir);
+    let server = Server::with_config(config())
+        .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls_of(&dir)).h2(false))
+        .start(move |_| {
+            let files = files.clone();
+            async move { peregrine::Router::new().get("/static/{*path}", files) }
+        })
+        .expect("TLS server starts");
+    let mut c = TlsClient::connect(server.local_addr(), http1_client(&dir)).expect("handshake");
+    for _ in 0..2 {
+        // Twice on one connection: the body is framed exactly.
+        let whole = c.get("/static/big.bin");
+        assert_eq!(whole.status, 200);
+        assert!(whole.body == want, "the body differs ({} bytes of {LEN})", whole.body.len());
+    }
+    c.send(b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=70000-3000000\r\n\r\n");
+    let part = c.response();
+    assert_eq!(part.status, 206);
+    assert!(part.body == want[70_000..3_000_001], "the range differs");
+    server.shutdown();
+}

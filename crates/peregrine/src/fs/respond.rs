@@ -10,17 +10,18 @@
 //! A body from disk of 4 KiB or more is handed to the connection as a file
 //! range ([`FileRange`]): on cleartext HTTP/1.1 it goes from the page cache
 //! to the socket by `sendfile(2)`, never through user space and never held
-//! in memory, whatever its size. Where the connection cannot (middleware
-//! that sees the whole response, other transports) and for smaller bodies,
-//! the range is read straight into the output buffer after the head with
-//! positioned reads (the descriptor may be shared through the open-file
-//! cache). A `HEAD` reads nothing. If the file turns out shorter than its
-//! metadata said (it changed while being read), a body read into memory is
-//! dropped for a `500`; one sent by `sendfile` ends the connection early,
-//! so the client sees a cut body rather than a misframed one.
+//! in memory, whatever its size. Over TLS HTTP/1.1 and HTTP/2 the driver
+//! reads it in bounded pieces as the socket (or the stream's flow-control
+//! window) takes them. Where the response goes to middleware that sees the
+//! whole of it, and for smaller bodies, the range is read straight into the
+//! output buffer after the head with positioned reads (the descriptor may
+//! be shared through the open-file cache). A `HEAD` reads nothing. If the
+//! file turns out shorter than its metadata said (it changed while being
+//! read), a body read into memory is dropped for a `500`; one sent in
+//! pieces ends the connection early (HTTP/1.1) or resets the stream
+//! (HTTP/2), so the client sees a cut body rather than a misframed one.
 
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use super::conditional;
 use super::range::{self, RangeAnswer};
@@ -164,15 +165,17 @@ fn read_whole<'h>(
 /// own offset means nothing.
 fn read_into(file: &std::fs::File, start: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
     let at = out.len();
-    out.resize(at + len, 0);
-    file.read_exact_at(&mut out[at..], start).map_err(|e| {
-        out.truncate(at);
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read")
-        } else {
-            e
+    match crate::sys::pread_append(file, out, len, start) {
+        Ok(read) if read == len => Ok(()),
+        Ok(_) => {
+            out.truncate(at);
+            Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while being read"))
         }
-    })
+        Err(e) => {
+            out.truncate(at);
+            Err(e)
+        }
+    }
 }
 
 /// Writes a `406`: the file exists, but in no coding the client accepts.

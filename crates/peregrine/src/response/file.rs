@@ -1,11 +1,13 @@
 //! [`FileRange`]: a response body that is a range of an open file, handed
 //! to the connection's driver instead of being read into memory.
 //!
-//! A driver that can (cleartext HTTP/1.1 over TCP) sends it with
-//! `sendfile(2)`: the bytes go from the page cache to the socket without
-//! passing through user space. Every other writer (middleware's owned
-//! responses, a transport with its own framing or encryption) refuses it,
-//! and the caller reads the range into memory instead.
+//! Cleartext HTTP/1.1 over TCP sends it with `sendfile(2)`: the bytes go
+//! from the page cache to the socket without passing through user space.
+//! TLS HTTP/1.1 reads it into the connection's output buffer a piece at a
+//! time, and HTTP/2 a piece at a time as the stream's window opens, so no
+//! file is ever held in memory whole. Only a writer whose response goes to
+//! middleware or the test client (which look at the body's bytes) refuses
+//! it, and the caller reads the range into memory instead.
 
 use std::fmt;
 use std::fs::File;

@@ -74,6 +74,11 @@ struct Rare {
     trailers: Trailers,
     /// For a `101`: what takes the connection once the head is sent.
     upgrade: Option<crate::upgrade::OnUpgrade>,
+    /// A body that is a range of an open file, sent in place of `body` by
+    /// a driver that reads it piece by piece (HTTP/2). Only a driver's own
+    /// writer stores one ([`ResponseWriter::owned_with_files`]), so
+    /// middleware and the test client always see the bytes in `body`.
+    file: Option<FileRange>,
 }
 
 /// A header or trailer field.
@@ -250,6 +255,21 @@ impl Response {
         self.rare.as_ref().is_some_and(|r| r.upgrade.is_some())
     }
 
+    /// Sets a file body, sent instead of `body`.
+    pub(crate) fn set_file(&mut self, file: FileRange) {
+        self.rare_mut().file = Some(file);
+    }
+
+    /// Whether the body is a range of a file.
+    pub(crate) fn has_file(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| r.file.is_some())
+    }
+
+    /// Takes a file body out.
+    pub(crate) fn take_file(&mut self) -> Option<FileRange> {
+        self.rare.as_mut().and_then(|r| r.file.take())
+    }
+
     /// Whether the body is a stream.
     pub fn is_streaming(&self) -> bool {
         self.stream.is_some()
@@ -386,13 +406,28 @@ impl IntoResponse for Response {
 
     fn write_to(self, w: &mut ResponseWriter<'_>) {
         let headers = self.headers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()));
-        let Rare { trailers, upgrade } = self.rare.map(|r| *r).unwrap_or_default();
+        let Rare { trailers, upgrade, file } = self.rare.map(|r| *r).unwrap_or_default();
         if let Some(on_upgrade) = upgrade {
             return w.write_upgrade(self.status, headers, on_upgrade);
         }
-        match self.stream {
-            Some(stream) => w.write_stream(self.status, &self.content_type, headers, stream),
-            None => w.write(self.status, &self.content_type, headers, &self.body),
+        match (self.stream, file) {
+            (Some(stream), _) => w.write_stream(self.status, &self.content_type, headers, stream),
+            (None, Some(file)) => {
+                if let Err(file) = w.write_file(self.status, &self.content_type, headers.clone(), file) {
+                    // A writer that takes no file: the bytes, read now.
+                    let mut body = Vec::new();
+                    let read = usize::try_from(file.len).ok().and_then(|len| {
+                        crate::sys::pread_append(&file.file, &mut body, len, file.offset)
+                            .ok()
+                            .filter(|&n| n == len)
+                    });
+                    match read {
+                        Some(_) => w.write(self.status, &self.content_type, headers, &body),
+                        None => Error::internal("reading the file failed").write_to(w),
+                    }
+                }
+            }
+            (None, None) => w.write(self.status, &self.content_type, headers, &self.body),
         }
         if !trailers.is_empty() {
             w.trailers(trailers);

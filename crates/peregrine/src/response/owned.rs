@@ -10,6 +10,10 @@ use crate::http::StatusCode;
 #[derive(Debug)]
 pub(crate) struct OwnedEncoder<'a> {
     slot: &'a mut Option<Response>,
+    /// Whether a file body may stay a file: only where the slot goes
+    /// straight to a driver that sends it piece by piece (HTTP/2), never
+    /// where middleware or a test looks at the body's bytes.
+    files: bool,
 }
 
 /// A header that could inject others: nothing was written.
@@ -18,7 +22,36 @@ pub(crate) struct InvalidHeader;
 
 impl<'a> OwnedEncoder<'a> {
     pub(crate) fn new(slot: &'a mut Option<Response>) -> OwnedEncoder<'a> {
-        OwnedEncoder { slot }
+        OwnedEncoder { slot, files: false }
+    }
+
+    /// An encoder whose response goes straight to a driver that sends a
+    /// file body itself, in pieces, so [`OwnedEncoder::write_file`] keeps
+    /// the file rather than refusing it.
+    pub(crate) fn with_files(slot: &'a mut Option<Response>) -> OwnedEncoder<'a> {
+        OwnedEncoder { slot, files: true }
+    }
+
+    /// Stores a response whose body is `file`, if this encoder
+    /// [keeps files](OwnedEncoder::with_files) and the status has a body;
+    /// otherwise gives the file back for the caller to read into memory.
+    pub(crate) fn write_file<'h>(
+        &mut self,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        file: super::FileRange,
+    ) -> Result<Result<(), InvalidHeader>, super::FileRange> {
+        if !self.files || status.forbids_body() {
+            return Err(file);
+        }
+        if let Err(e) = self.write(status, content_type, headers, Vec::new()) {
+            return Ok(Err(e));
+        }
+        if let Some(response) = self.slot.as_mut() {
+            response.set_file(file);
+        }
+        Ok(Ok(()))
     }
 
     /// Whether a response has been written.

@@ -66,6 +66,13 @@ impl<'a> ResponseWriter<'a> {
         ResponseWriter { encoding: Encoding::Owned(OwnedEncoder::new(slot)) }
     }
 
+    /// A writer that builds an owned response into `slot` for a driver
+    /// that sends a file body itself, piece by piece (HTTP/2): a static
+    /// file stays a file instead of being read into memory whole.
+    pub(crate) fn owned_with_files(slot: &'a mut Option<super::Response>) -> ResponseWriter<'a> {
+        ResponseWriter { encoding: Encoding::Owned(OwnedEncoder::with_files(slot)) }
+    }
+
     /// Whether the connection closes after this response.
     pub fn closes_connection(&self) -> bool {
         match &self.encoding {
@@ -111,8 +118,10 @@ impl<'a> ResponseWriter<'a> {
     }
 
     /// Writes a response whose body is `file`, for the connection to send
-    /// from the file without copying it through user space. A writer that
-    /// cannot gives the range back, and the caller reads it into memory.
+    /// from the file: with `sendfile(2)` (cleartext HTTP/1.1), or read in
+    /// bounded pieces (TLS HTTP/1.1, HTTP/2). A writer that cannot (one
+    /// whose response middleware or a test looks at) gives the range back,
+    /// and the caller reads it into memory.
     pub(crate) fn write_file<'h>(
         &mut self,
         status: StatusCode,
@@ -122,7 +131,11 @@ impl<'a> ResponseWriter<'a> {
     ) -> Result<(), super::FileRange> {
         let refused = match &mut self.encoding {
             Encoding::Http1(e) => e.write_file(status, content_type, headers, file),
-            Encoding::Owned(_) => Err(FileRefused::Unsupported(file)),
+            Encoding::Owned(e) => match e.write_file(status, content_type, headers, file) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) => Err(FileRefused::InvalidHeader),
+                Err(file) => Err(FileRefused::Unsupported(file)),
+            },
         };
         match refused {
             Ok(()) => Ok(()),

@@ -162,6 +162,14 @@ impl Server {
         }
         let fd_limit = sys::raise_open_file_limit();
         let mut config = self.config;
+        if let Some(threshold) = config.malloc_release_threshold {
+            let from_env = ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"]
+                .iter()
+                .any(|name| std::env::var_os(name).is_some());
+            if !from_env && !sys::set_malloc_release_threshold(threshold) {
+                tracing::debug!(threshold, "could not set the allocator's release thresholds");
+            }
+        }
         let count = config.workers.max(1);
         let limit = connection_limit(config.max_connections_per_worker, count, fd_limit);
         if limit < config.max_connections_per_worker {

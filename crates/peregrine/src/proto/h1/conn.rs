@@ -12,7 +12,6 @@
 //! connection's input lent to them ([`Conn::lend_body`]).
 
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -39,9 +38,12 @@ use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::transport::Io;
 use crate::worker::{Registration, Worker};
 
-/// The most of a file body read into memory at once where `sendfile(2)`
-/// cannot be used, and sent by one `sendfile` call where it can.
+/// The most of a file body sent by one `sendfile` call.
 const FILE_PIECE: usize = 256 * 1024;
+/// Where `sendfile(2)` cannot be used (TLS), a file is read into the
+/// output buffer in pieces that fill it up to [`KEEP_OUT_CAPACITY`], and at
+/// least this much.
+const MIN_FILE_PIECE: usize = 16 * 1024;
 /// Smallest read we ask the kernel for.
 const MIN_READ: usize = 4096;
 /// Pending output beyond which we write before parsing more requests, so a
@@ -639,13 +641,19 @@ impl<S: 'static> Conn<S> {
         let mut offset = range.offset;
         let end = range.offset + range.len;
         while offset < end {
-            let piece = (end - offset).min(FILE_PIECE as u64) as usize;
+            // Pieces that keep `out` within the capacity `flush` keeps, so
+            // one buffer serves the whole file (a larger piece made `flush`
+            // free and the next piece allocate it again).
+            let room = KEEP_OUT_CAPACITY.saturating_sub(self.out.len()).max(MIN_FILE_PIECE);
+            let piece = (end - offset).min(room as u64) as usize;
             let at = self.out.len();
-            self.out.resize(at + piece, 0);
-            match range.file.read_exact_at(&mut self.out[at..], offset) {
-                Ok(()) => offset += piece as u64,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading a file response body failed");
+            match crate::sys::pread_append(&range.file, &mut self.out, piece, offset) {
+                Ok(read) if read == piece => offset += piece as u64,
+                read => {
+                    match read {
+                        Ok(_) => tracing::warn!("a file shrank while being sent; closing the connection"),
+                        Err(e) => tracing::warn!(error = %e, "reading a file response body failed"),
+                    }
                     self.out.truncate(at);
                     let _ = self.flush(stream).await;
                     return false;
@@ -713,7 +721,14 @@ impl<S: 'static> Conn<S> {
             return;
         }
         let read_ahead = self.rbuf.data().to_vec();
-        let Conn { peer, worker, timer, .. } = self;
+        let Conn { peer, worker, timer, rbuf, out, body, .. } = self;
+        // Freed now: fields left in a partly moved `self` would only be
+        // dropped when this function returns, after the new protocol ends,
+        // and an idle WebSocket kept HTTP/1.1's read and output buffers
+        // besides its own (`peregrine-lab ws-load --memory`, 1,024 idle
+        // connections: 22,068 to 23,324 bytes each before, 12,344 to
+        // 13,020 after).
+        drop((rbuf, out, body));
         // The new protocol keeps its own deadlines.
         timer.arm(Wait::Busy, u64::MAX);
         on_upgrade.run(Upgraded { io: UpgradedIo::Conn(stream), read_ahead, peer, worker, timer }).await;

@@ -86,7 +86,8 @@ pub(super) fn answer_whole<S: 'static>(
     // A request is activity: without a task to open and close, the idle
     // deadline would otherwise still date from the last task-served stream.
     shared.activity.progress(0);
-    let dispatched = pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned(&mut slot));
+    let dispatched =
+        pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned_with_files(&mut slot));
     match dispatched {
         Dispatched::Written | Dispatched::Panicked => {
             let response = slot.unwrap_or_else(|| Response::canned(canned::HANDLER_PANICKED));
