@@ -19,9 +19,9 @@
 //! files into a fresh zeroed `Vec` per request peaked at 186 MB RSS, pieces
 //! at 81 MB, for about the same requests per server CPU-second (10.2k to
 //! 11.4k before, 11.0k to 11.8k after); and only with pieces do glibc's
-//! fixed 128 KiB thresholds ([`crate::Config::malloc_release_threshold`])
-//! cost nothing (12.0k/12.4k with them, 11.7k/11.6k without). The piece
-//! size was not tuned.
+//! fixed 128 KiB thresholds ([`crate::Config::malloc_release_threshold`],
+//! opt-in) cost static files nothing (12.0k/12.4k with them, 11.7k/11.6k
+//! without). The piece size was not tuned.
 
 use std::borrow::Cow;
 use std::future::poll_fn;
