@@ -129,6 +129,20 @@ pub(crate) fn prepare_stream<S>(
     }
 }
 
+/// [`prepare_stream`] for an owned request (HTTP/2 and HTTP/3 streams):
+/// routes it and runs the streaming endpoint's extractors.
+pub(crate) fn prepare_owned_stream<S: 'static>(
+    router: &Router<S>,
+    req: &OwnedRequest,
+) -> Result<BodyConsumer, Response> {
+    let (lookup, _) = route(router, req.method(), req.path());
+    let params = match &lookup {
+        Lookup::Found { params, .. } => Some(*params),
+        _ => None,
+    };
+    req.with_view(params, |view| prepare_stream(&lookup, view, router.state()))
+}
+
 /// Starts the middleware chain of a layered endpoint on a copy of `req`.
 fn run_layered<S: 'static>(
     layered: &Layered<S>,

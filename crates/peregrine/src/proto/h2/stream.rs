@@ -197,16 +197,7 @@ async fn serve_streamed<S: 'static>(
     shared: &Rc<Shared<S>>,
     respond: &mut SendResponse<Bytes>,
 ) -> Option<Response> {
-    let router = &shared.router;
-    let prepared = {
-        let (lookup, _) = pipeline::route(router, req.method(), req.path());
-        let params = match &lookup {
-            Lookup::Found { params, .. } => Some(*params),
-            _ => None,
-        };
-        req.with_view(params, |view| pipeline::prepare_stream(&lookup, view, router.state()))
-    };
-    let consumer = match prepared {
+    let consumer = match pipeline::prepare_owned_stream(&shared.router, &req) {
         Ok(consumer) => consumer,
         Err(rejection) => return Some(rejection),
     };

@@ -32,7 +32,6 @@ use crate::proto::h2::{request_fields, response_head};
 use crate::request::OwnedRequest;
 use crate::response::canned::{self, Canned};
 use crate::response::{BodyStream, Response, Trailers};
-use crate::router::Lookup;
 
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
@@ -199,16 +198,7 @@ async fn serve_streamed<S: 'static>(
     recv: RecvHalf,
     shared: &Rc<Shared<S>>,
 ) -> Option<Response> {
-    let router = &shared.router;
-    let prepared = {
-        let (lookup, _) = pipeline::route(router, req.method(), req.path());
-        let params = match &lookup {
-            Lookup::Found { params, .. } => Some(*params),
-            _ => None,
-        };
-        req.with_view(params, |view| pipeline::prepare_stream(&lookup, view, router.state()))
-    };
-    let consumer = match prepared {
+    let consumer = match pipeline::prepare_owned_stream(&shared.router, &req) {
         Ok(consumer) => consumer,
         Err(rejection) => return Some(rejection),
     };
