@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{config, get, post, start, Client};
+use common::{config, fnv1a, get, post, start, Client, FNV_OFFSET};
 use peregrine::Config;
 
 // ---------------------------------------------------------------------------
@@ -276,6 +276,41 @@ fn streamed_upload_by_content_length_is_counted_exactly() {
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), UPLOAD_BYTES.to_string());
     assert_eq!(c.response().text(), "id 1", "request after the upload");
+    server.shutdown();
+}
+
+/// The handler must see the very bytes sent, in order, whether they came
+/// through the connection's buffer or straight from the socket, sent in
+/// one write or dribbled, and the request after the body must still parse.
+#[test]
+fn streamed_upload_bytes_arrive_intact() {
+    let server = start(config());
+    let data = pattern(UPLOAD_BYTES + 12_345);
+    let want = format!("{} {:016x}", data.len(), fnv1a(FNV_OFFSET, &data));
+    let mut c = Client::connect(server.local_addr());
+    let mut req = post("/checksum", &data);
+    req.extend(get("/id/1"));
+    c.send(&req);
+    assert_eq!(c.response().text(), want, "one write");
+    assert_eq!(c.response().text(), "id 1", "request after the upload");
+    // The head and the start of the body together, then pieces of odd
+    // sizes with pauses, so reads end mid-body at many offsets.
+    let req = post("/checksum", &data);
+    let mut at = 0;
+    for (i, size) in [100usize, 70_001, 3, 300_000, 65_536].into_iter().cycle().enumerate() {
+        if at == req.len() {
+            break;
+        }
+        let end = (at + size).min(req.len());
+        c.send(&req[at..end]);
+        at = end;
+        if i % 7 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert_eq!(c.response().text(), want, "dribbled");
+    c.send(&get("/id/2"));
+    assert_eq!(c.response().text(), "id 2", "request after the dribbled upload");
     server.shutdown();
 }
 

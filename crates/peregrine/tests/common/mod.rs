@@ -45,6 +45,23 @@ pub fn test_router() -> Router {
         })
         .post("/echo", |body: Vec<u8>| Content("application/octet-stream", body))
         .post_stream("/upload", |body: Body| async move { body.count().await.map(|n| n.to_string()) })
+        // Reads with buffers from 1 byte to 200 KB, so body bytes arrive
+        // both through the connection's buffer and straight from the
+        // socket, and answers a checksum of what it saw.
+        .post_stream("/checksum", |mut body: Body| async move {
+            let sizes = [200_000usize, 200_000, 1, 70_000, 70_000, 13, 16_384, 16_384, 4_096];
+            let mut buf = vec![0u8; 200_000];
+            let (mut hash, mut len, mut i) = (FNV_OFFSET, 0u64, 0);
+            loop {
+                let n = body.read(&mut buf[..sizes[i % sizes.len()]]).await?;
+                if n == 0 {
+                    return Ok::<_, peregrine::Error>(format!("{len} {hash:016x}"));
+                }
+                hash = fnv1a(hash, &buf[..n]);
+                len += n as u64;
+                i += 1;
+            }
+        })
         .get("/panic", || -> &'static str { panic!("test handler panics on purpose") })
         .get_async("/panic-async", || async {
             // The branch keeps the future's output type `&str`.
@@ -53,6 +70,17 @@ pub fn test_router() -> Router {
             }
             "unreachable"
         })
+}
+
+/// FNV-1a's starting value.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Folds `bytes` into an FNV-1a hash: the `/checksum` route's answer.
+pub fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// One worker, so every test also checks that connections sharing a worker
