@@ -104,7 +104,7 @@ pub const PROFILES: [Profile; 10] = [
         arena_connections: &[4096],
         pipeline: 1,
         reconnect_every: Some(200),
-        sends: "20 templates: 15 GET item, 3 PUT, 1 list (office), 1 POST create; reconnecting every 200",
+        sends: "75% GET item, 15% PUT, 5% list (office), 5% POST create, over random ids (50,000 templates); reconnecting every 200",
     },
     Profile {
         name: "api-4",
@@ -333,25 +333,37 @@ impl Rng {
     }
 }
 
-/// HttpArena's crud mix as 20 equally weighted templates: 15 reads of
-/// random ids 1..=50,000 (75%), 3 updates (15%), 1 list of an `office` page
-/// 1..=10 (5%), 1 create of id 100,001 (5%; an upsert, so repeating it is
-/// valid).
+/// Groups of 20 templates in HttpArena's crud mix (see [`crud`]).
+const CRUD_GROUPS: u64 = 2_500;
+
+/// HttpArena's crud mix: 75% reads of random ids 1..=50,000, 15% updates
+/// of random ids, 5% lists of an `office` page 1..=10 and 5% creates with
+/// ids counting up from 100,001, as [`CRUD_GROUPS`] groups of 20 equally
+/// weighted templates (15 reads, 3 updates, 1 list, 1 create). Templates
+/// are fixed bytes, so the ids are drawn once: 50,000 templates give
+/// 37,500 read ids and 7,500 update ids spread over the table, and 2,500
+/// create ids, as a random load would. Twenty templates alone would send
+/// every update to the same four rows, a lock queue HttpArena's load does
+/// not have (and its reads would all hit the cache).
 fn crud(r: &Requests, path: &str) -> Vec<Template> {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut t = Vec::with_capacity(20);
-    for _ in 0..15 {
-        t.push(r.get(&format!("{path}/{}", 1 + rng.below(50_000)), "", 1));
+    let mut t = Vec::with_capacity(20 * CRUD_GROUPS as usize);
+    for group in 0..CRUD_GROUPS {
+        for _ in 0..15 {
+            t.push(r.get(&format!("{path}/{}", 1 + rng.below(50_000)), "", 1));
+        }
+        for k in 0..3 {
+            let id = 1 + rng.below(50_000);
+            let body = format!(r#"{{"name":"Updated {id}","price":{},"quantity":{}}}"#, 10 + k, 100 + k);
+            t.push(r.with_body("PUT", &format!("{path}/{id}"), "application/json", body.as_bytes(), 1));
+        }
+        let page = 1 + rng.below(10);
+        t.push(r.get(&format!("{path}?category=office&page={page}&limit=10"), "", 1));
+        let id = 100_001 + group;
+        let body =
+            format!(r#"{{"id":{id},"name":"Created {id}","category":"office","price":42,"quantity":7}}"#);
+        t.push(r.with_body("POST", path, "application/json", body.as_bytes(), 1));
     }
-    for k in 0..3 {
-        let id = 1 + rng.below(50_000);
-        let body = format!(r#"{{"name":"Updated {id}","price":{},"quantity":{}}}"#, 10 + k, 100 + k);
-        t.push(r.with_body("PUT", &format!("{path}/{id}"), "application/json", body.as_bytes(), 1));
-    }
-    let page = 1 + rng.below(10);
-    t.push(r.get(&format!("{path}?category=office&page={page}&limit=10"), "", 1));
-    let body = r#"{"id":100001,"name":"Created 100001","category":"office","price":42,"quantity":7}"#;
-    t.push(r.with_body("POST", path, "application/json", body.as_bytes(), 1));
     t
 }
 
@@ -410,13 +422,20 @@ mod tests {
     fn mixes_follow_the_profiles() {
         let endpoints = default_endpoints();
         let crud = find("crud").unwrap().templates(&endpoints, "h").unwrap();
-        assert_eq!(crud.len(), 20);
+        assert_eq!(crud.len(), 50_000);
         let count = |m: &str| crud.iter().filter(|t| text(t).starts_with(m)).count();
         assert_eq!(
             (count("GET /crud/items/"), count("PUT "), count("GET /crud/items?"), count("POST ")),
-            (15, 3, 1, 1)
+            (37_500, 7_500, 2_500, 2_500)
         );
         assert!(crud.iter().any(|t| text(t).contains("category=office")));
+        // Updates spread over the table rather than a few hot rows, and
+        // every create has an id of its own.
+        let ids = |m: &str| {
+            crud.iter().map(text).filter(|t| t.starts_with(m)).collect::<std::collections::HashSet<_>>().len()
+        };
+        assert!(ids("PUT ") > 7_000, "{}", ids("PUT "));
+        assert_eq!(ids("POST "), 2_500);
 
         let api = find("api-4").unwrap().templates(&endpoints, "h").unwrap();
         let order = schedule(&api);
