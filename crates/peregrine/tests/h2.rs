@@ -177,6 +177,17 @@ fn request_bodies_buffered_and_streamed_with_limits() {
         let (_, answer) = tokio::join!(sender, response);
         assert_eq!(answer.expect("413 head").status(), 413);
 
+        // A small body whose end comes later, alone in an empty DATA
+        // frame: the part that had arrived must not be lost on the way to
+        // the stream's own task.
+        let mut client = c.clone().ready().await.unwrap();
+        let (response, mut send) = client.send_request(request("POST", "/echo"), false).unwrap();
+        send.send_data(Bytes::from_static(b"hello"), false).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        send.send_data(Bytes::new(), true).unwrap();
+        let a = read_answer(response).await;
+        assert_eq!((a.status, a.body.as_slice()), (200, &b"hello"[..]));
+
         // The connection still serves.
         assert_eq!(exchange(&mut c, request("GET", "/plaintext"), b"").await.status, 200);
     });

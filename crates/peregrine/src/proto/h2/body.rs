@@ -64,15 +64,48 @@ async fn next_data(recv: &RefCell<RecvStream>, activity: &Activity) -> Result<Op
     }
 }
 
-/// Reads a whole body of at most `limit` bytes, giving the window back as
-/// it goes.
+/// Takes the part of a body that has already arrived, without waiting,
+/// into `body`; `Ok(true)` if that was all of it. A small request (a gRPC
+/// unary call, a JSON POST) usually comes whole in one read, with its
+/// HEADERS, and can then be answered in the connection's task.
+pub(super) fn take_arrived(
+    recv: &mut RecvStream,
+    body: &mut Vec<u8>,
+    limit: u64,
+    activity: &Activity,
+) -> Result<bool, Refused> {
+    // A waker that does nothing: `Pending` means we stop here, and the
+    // stream's task, if it gets one, polls again with its own waker.
+    let mut cx = std::task::Context::from_waker(futures_util::task::noop_waker_ref());
+    loop {
+        match recv.poll_data(&mut cx) {
+            std::task::Poll::Pending => return Ok(false),
+            std::task::Poll::Ready(None) => return Ok(true),
+            std::task::Poll::Ready(Some(Err(e))) => {
+                tracing::debug!(error = %e, "HTTP/2 request body cut short");
+                return Err(Refused::Cut);
+            }
+            std::task::Poll::Ready(Some(Ok(data))) => {
+                activity.progress(data.len());
+                if (body.len() + data.len()) as u64 > limit {
+                    return Err(Refused::TooLarge);
+                }
+                body.extend_from_slice(&data);
+                let _ = recv.flow_control().release_capacity(data.len());
+            }
+        }
+    }
+}
+
+/// Reads the rest of a body of at most `limit` bytes after the `body`
+/// already taken, giving the window back as it goes.
 pub(super) async fn read_to_end(
     recv: RecvStream,
+    mut body: Vec<u8>,
     limit: u64,
     activity: &Activity,
 ) -> Result<Vec<u8>, Refused> {
     let recv = RefCell::new(recv);
-    let mut body = Vec::new();
     while let Some(data) = next_data(&recv, activity).await? {
         if (body.len() + data.len()) as u64 > limit {
             return Err(Refused::TooLarge);

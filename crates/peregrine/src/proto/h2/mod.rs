@@ -181,8 +181,8 @@ pub(crate) async fn serve<T, S>(
         match next {
             Some(Ok(())) => {
                 for (request, respond) in ready.drain(..) {
-                    if let Some((request, respond)) = stream::answer_whole(request, respond, &shared) {
-                        tokio::task::spawn_local(stream::serve(request, respond, Rc::clone(&shared)));
+                    if let Some((request, respond, taken)) = stream::answer_whole(request, respond, &shared) {
+                        tokio::task::spawn_local(stream::serve(request, respond, taken, Rc::clone(&shared)));
                     }
                 }
             }

@@ -6,8 +6,9 @@
 //! A client that resets the stream cancels the handler: its future is
 //! dropped at the reset, so resets cannot pile up work (rapid reset).
 //!
-//! A request whose HEADERS ended the stream is first offered to
-//! [`answer_whole`], in the connection's task: routed and dispatched on a
+//! A request that has arrived whole (its HEADERS ended the stream, or the
+//! body to a buffered route came with them, as a gRPC unary call's does)
+//! is first offered to [`answer_whole`], in the connection's task: routed and dispatched on a
 //! borrowed view of `h2`'s head (no copy of it), a synchronous handler's
 //! response queued at once, and only an asynchronous handler's future or
 //! a response that must wait for window capacity given a task. Before,
@@ -37,33 +38,53 @@ use crate::response::canned;
 use crate::response::{Response, ResponseWriter};
 use crate::router::Lookup;
 
-/// Answers `request` in the connection's task if its HEADERS ended the
-/// stream and its route does not stream a body; otherwise gives it back,
-/// for [`serve`] on a task of its own.
+/// A stream [`answer_whole`] gives back for a task of its own, with the
+/// part of its body already taken.
+pub(super) type Unanswered = (http::Request<RecvStream>, SendResponse<Bytes>, Vec<u8>);
+
+/// Answers `request` in the connection's task if it has arrived whole (its
+/// HEADERS ended the stream, or the body to a buffered route is all in)
+/// and its route does not stream a body; otherwise gives it back, for
+/// [`serve`] on a task of its own.
 pub(super) fn answer_whole<S: 'static>(
-    request: http::Request<RecvStream>,
+    mut request: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
     shared: &Rc<Shared<S>>,
-) -> Option<(http::Request<RecvStream>, SendResponse<Bytes>)> {
-    if !request.body().is_end_stream() || connect::is_extended(&request) {
-        return Some((request, respond));
+) -> Option<Unanswered> {
+    if connect::is_extended(&request) {
+        return Some((request, respond, Vec::new()));
     }
-    let uri = request.uri();
-    let path = match uri.path() {
-        "" => "/",
-        path => path,
-    };
+    let router = &shared.router;
+    let method = Method::from_token(request.method().as_str());
+    let mut body = Vec::new();
+    if !request.body().is_end_stream() {
+        let body_use = pipeline::route(router, method, request_path(&request)).1;
+        if body_use != BodyUse::Buffered {
+            return Some((request, respond, body));
+        }
+        let limit = shared.worker.config.max_body_bytes;
+        match body::take_arrived(request.body_mut(), &mut body, limit, &shared.activity) {
+            Ok(true) => {}
+            Ok(false) => return Some((request, respond, body)),
+            Err(Refused::Cut) => return None,
+            Err(refused) => {
+                let response = Response::canned(refused.canned());
+                respond::send_at_once(&mut respond, response, method == Method::Head, &shared.stamp());
+                return None;
+            }
+        }
+    }
+    let path = request_path(&request);
     // Refused paths and streaming routes take the general path.
     if uri::path_error(path.as_bytes()).is_some() {
-        return Some((request, respond));
+        return Some((request, respond, body));
     }
-    let method_str = request.method().as_str();
-    let method = Method::from_token(method_str);
-    let router = &shared.router;
     let (lookup, body_use) = pipeline::route(router, method, path);
     if body_use == BodyUse::Streamed {
-        return Some((request, respond));
+        return Some((request, respond, body));
     }
+    let uri = request.uri();
+    let method_str = request.method().as_str();
     let headers: Vec<Header<'_>> =
         fields(uri, request.headers()).map(|(name, value)| Header { name, value }).collect();
     let view = Request {
@@ -78,7 +99,7 @@ pub(super) fn answer_whole<S: 'static>(
             Lookup::Found { params, .. } => Some(*params),
             _ => None,
         },
-        body: &[],
+        body: &body,
         extensions: None,
     };
     let head_only = method == Method::Head;
@@ -133,9 +154,11 @@ async fn answer_later<S: 'static>(
 }
 
 /// Serves the stream `request` opened; `respond` answers it.
+/// `taken` is the part of the body [`answer_whole`] already read.
 pub(super) async fn serve<S: 'static>(
     request: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
+    taken: Vec<u8>,
     shared: Rc<Shared<S>>,
 ) {
     if connect::is_extended(&request) {
@@ -157,7 +180,9 @@ pub(super) async fn serve<S: 'static>(
         drop(recv);
         Some(Response::canned(canned::Canned::bad_request(why)))
     } else if recv.is_end_stream() {
+        // The end may have come after the part `answer_whole` took.
         drop(recv);
+        *req.body_mut() = taken;
         until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
     } else {
         let (_, body_use) = pipeline::route(router, req.method(), req.path());
@@ -166,15 +191,17 @@ pub(super) async fn serve<S: 'static>(
             BodyUse::Buffered if declared_length(&parts) > Some(config.max_body_bytes) => {
                 Some(Response::canned(canned::BODY_TOO_LARGE))
             }
-            BodyUse::Buffered => match body::read_to_end(recv, config.max_body_bytes, activity).await {
-                Ok(body) => {
-                    *req.body_mut() = body;
-                    until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity)
-                        .await
+            BodyUse::Buffered => {
+                match body::read_to_end(recv, taken, config.max_body_bytes, activity).await {
+                    Ok(body) => {
+                        *req.body_mut() = body;
+                        until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity)
+                            .await
+                    }
+                    Err(Refused::Cut) => None,
+                    Err(refused) => Some(Response::canned(refused.canned())),
                 }
-                Err(Refused::Cut) => None,
-                Err(refused) => Some(Response::canned(refused.canned())),
-            },
+            }
             // Nobody reads the body: dropping it tells `h2` to refuse the
             // rest once the answer is sent.
             BodyUse::Unrouted => {
@@ -226,6 +253,14 @@ pub(super) async fn until_reset(
     match select(answer, reset).await {
         Either::Left((response, _)) => Some(response),
         Either::Right(_) => None,
+    }
+}
+
+/// The request's path, `/` for an empty one.
+fn request_path<B>(request: &http::Request<B>) -> &str {
+    match request.uri().path() {
+        "" => "/",
+        path => path,
     }
 }
 
