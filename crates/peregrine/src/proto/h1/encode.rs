@@ -13,7 +13,6 @@
 //! body by the difference — correct for any size, with no per-request
 //! allocation.
 
-use crate::http::date::DateBlock;
 use crate::http::StatusCode;
 use crate::response::headers::is_valid_header;
 use crate::response::{BodyStream, FileRange};
@@ -48,7 +47,9 @@ pub(crate) enum WriteError<E> {
 #[derive(Debug)]
 pub(crate) struct Encoder<'a> {
     out: &'a mut Vec<u8>,
-    date: &'a DateBlock,
+    /// The end of the head: the `Date` line (and any line the connection
+    /// adds to every response, such as `Alt-Svc`) and the blank line.
+    date: &'a [u8],
     connection: ConnectionHeader,
     head_only: bool,
     /// Where a streamed or file body goes for the driver to send, if this
@@ -120,7 +121,7 @@ const OK_HEADS: [(&str, &[u8]); 5] = [
 impl<'a> Encoder<'a> {
     pub(crate) fn new(
         out: &'a mut Vec<u8>,
-        date: &'a DateBlock,
+        date: &'a [u8],
         connection: ConnectionHeader,
         head_only: bool,
     ) -> Encoder<'a> {
@@ -421,7 +422,7 @@ fn decimal_len(mut n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::date::date_block;
+    use crate::http::date::{date_block, DateBlock};
     use std::time::{Duration, UNIX_EPOCH};
 
     fn date() -> DateBlock {
