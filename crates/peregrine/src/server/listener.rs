@@ -91,9 +91,9 @@ impl Listener {
     /// Whether HTTP/3 is served (default: no): over QUIC on the same
     /// address's UDP port, with this listener's TLS certificate (required)
     /// behind ALPN `h3`. With HTTP/1.1 and HTTP/2 off, only UDP is bound.
-    /// When on, responses on every TLS listener of the server (HTTP/2 and
-    /// HTTP/1.1) advertise it (`Alt-Svc: h3=":PORT"; ma=86400`, the first
-    /// HTTP/3 listener's port); cleartext responses do not.
+    /// When on, HTTP/2 responses on every TLS listener of the server
+    /// advertise it (`Alt-Svc: h3=":PORT"; ma=86400`, the first HTTP/3
+    /// listener's port); HTTP/1.1 responses do not.
     ///
     /// ```no_run
     /// # fn main() -> std::io::Result<()> {

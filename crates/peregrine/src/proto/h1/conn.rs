@@ -24,7 +24,7 @@ use super::lend::{BodyProgress, LentBody};
 use super::parse::{header_slots, parse_head, Framing, Head, HeadLimits};
 use crate::body::Body;
 use crate::handler::{BodyConsumer, ResponseFuture};
-use crate::http::date::{DateBlock, DATE_BLOCK_LEN};
+use crate::http::date::DateBlock;
 use crate::http::{Method, Version};
 use crate::pipeline::{self, BodyUse, Dispatched};
 use crate::proto::h2;
@@ -153,10 +153,6 @@ struct Conn<S: 'static> {
     /// A `101`'s continuation: the connection switches protocols once the
     /// head is sent.
     upgrade: Option<OnUpgrade>,
-    /// On a TLS connection of a server with an HTTP/3 listener: the
-    /// `Alt-Svc` line that ends every response head, and the buffer where
-    /// it is put behind the current `Date` line.
-    alt_svc: Option<(Box<[u8]>, Vec<u8>)>,
 }
 
 /// Serves one accepted connection until it closes.
@@ -185,16 +181,7 @@ pub(crate) async fn serve<S: 'static>(
         pending: None,
         h2c,
         upgrade: None,
-        alt_svc: None,
     };
-    if matches!(stream, Io::Tls(_)) {
-        conn.alt_svc = conn.worker.alt_svc.as_ref().map(|value| {
-            let mut line = b"Alt-Svc: ".to_vec();
-            line.extend_from_slice(value.as_bytes());
-            line.extend_from_slice(b"\r\n\r\n");
-            (line.into_boxed_slice(), Vec::with_capacity(DATE_BLOCK_LEN + 64))
-        });
-    }
     loop {
         // Tested before taken: `take` writes the slot back every request.
         if conn.upgrade.is_some() {
@@ -287,21 +274,7 @@ pub(crate) async fn linger_close(mut stream: Io, drain: Duration) {
 
 /// A writer for one response into `out`.
 #[inline]
-/// The end of a response head: the `Date` block, with the connection's
-/// `Alt-Svc` line put in before the blank line if it has one.
-fn head_tail<'a>(date: &'a DateBlock, alt_svc: &'a mut Option<(Box<[u8]>, Vec<u8>)>) -> &'a [u8] {
-    match alt_svc {
-        None => date,
-        Some((line, tail)) => {
-            tail.clear();
-            tail.extend_from_slice(&date[..DATE_BLOCK_LEN - 2]);
-            tail.extend_from_slice(line);
-            tail
-        }
-    }
-}
-
-fn writer<'a>(out: &'a mut Vec<u8>, date: &'a [u8], reply: Reply) -> ResponseWriter<'a> {
+fn writer<'a>(out: &'a mut Vec<u8>, date: &'a DateBlock, reply: Reply) -> ResponseWriter<'a> {
     ResponseWriter::http1(Encoder::new(out, date, reply.connection, reply.head_only))
 }
 
@@ -445,14 +418,12 @@ impl<S: 'static> Conn<S> {
             pending,
             h2c,
             upgrade,
-            alt_svc,
         } = self;
         let data = rbuf.data();
         if data.is_empty() {
             return Step::Read { need: 0 };
         }
-        let date_block = worker.date();
-        let date = head_tail(&date_block, alt_svc);
+        let date = worker.date();
 
         // 1. Parse the head.
         let mut slots = header_slots();
@@ -464,7 +435,7 @@ impl<S: 'static> Conn<S> {
             }
             Err(_) if *h2c && data.starts_with(h2::PREFACE_START) => return Step::Http2,
             Err(e) => {
-                writer(out, date, Reply::REFUSAL).canned(Canned::status(e.status(), e.reason()));
+                writer(out, &date, Reply::REFUSAL).canned(Canned::status(e.status(), e.reason()));
                 return Step::Close;
             }
         };
@@ -481,7 +452,7 @@ impl<S: 'static> Conn<S> {
                 let decoder = match BodyDecoder::new(head.framing, worker.config.max_stream_body_bytes) {
                     Ok(decoder) => decoder,
                     Err(e) => {
-                        writer(out, date, Reply::REFUSAL).canned(refused_body(e));
+                        writer(out, &date, Reply::REFUSAL).canned(refused_body(e));
                         return Step::Close;
                     }
                 };
@@ -496,7 +467,7 @@ impl<S: 'static> Conn<S> {
                         // The body is never read, so what follows it is
                         // unknown: this answer is the last.
                         let reply = if has_body { reply.closing() } else { reply };
-                        response.write_to(&mut writer(out, date, reply));
+                        response.write_to(&mut writer(out, &date, reply));
                         if reply.closes() {
                             Step::Close
                         } else {
@@ -532,7 +503,7 @@ impl<S: 'static> Conn<S> {
                         return Step::Read { need };
                     }
                     Framed::Refused(e) => {
-                        writer(out, date, Reply::REFUSAL).canned(refused_body(e));
+                        writer(out, &date, Reply::REFUSAL).canned(refused_body(e));
                         return Step::Close;
                     }
                 }
@@ -542,7 +513,7 @@ impl<S: 'static> Conn<S> {
         // 5. Dispatch.
         let req = request(&head, *peer, params(&lookup), req_body);
         let mut w = ResponseWriter::http1(
-            Encoder::new(out, date, reply.connection, reply.head_only)
+            Encoder::new(out, &date, reply.connection, reply.head_only)
                 .streaming_into(pending)
                 .upgrading_into(upgrade),
         );
@@ -622,9 +593,8 @@ impl<S: 'static> Conn<S> {
         if self.worker.shutting_down() {
             reply = reply.closing();
         }
-        let date_block = self.worker.date();
-        let date = head_tail(&date_block, &mut self.alt_svc);
-        let encoder = Encoder::new(&mut self.out, date, reply.connection, reply.head_only);
+        let date = self.worker.date();
+        let encoder = Encoder::new(&mut self.out, &date, reply.connection, reply.head_only);
         let mut w = ResponseWriter::http1(
             encoder.streaming_into(&mut self.pending).upgrading_into(&mut self.upgrade),
         );
@@ -766,9 +736,8 @@ impl<S: 'static> Conn<S> {
 
     /// Queues a server-generated answer after which the connection closes.
     fn write_canned(&mut self, canned: Canned<'_>) {
-        let date_block = self.worker.date();
-        let date = head_tail(&date_block, &mut self.alt_svc);
-        writer(&mut self.out, date, Reply::REFUSAL).canned(canned);
+        let date = self.worker.date();
+        writer(&mut self.out, &date, Reply::REFUSAL).canned(canned);
     }
 
     /// Writes what is queued, then closes. Closing with unread input makes

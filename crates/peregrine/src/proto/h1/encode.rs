@@ -13,6 +13,7 @@
 //! body by the difference — correct for any size, with no per-request
 //! allocation.
 
+use crate::http::date::DateBlock;
 use crate::http::StatusCode;
 use crate::response::headers::is_valid_header;
 use crate::response::{BodyStream, FileRange};
@@ -47,9 +48,7 @@ pub(crate) enum WriteError<E> {
 #[derive(Debug)]
 pub(crate) struct Encoder<'a> {
     out: &'a mut Vec<u8>,
-    /// The end of the head: the `Date` line (and any line the connection
-    /// adds to every response, such as `Alt-Svc`) and the blank line.
-    date: &'a [u8],
+    date: &'a DateBlock,
     connection: ConnectionHeader,
     head_only: bool,
     /// Where a streamed or file body goes for the driver to send, if this
@@ -121,7 +120,7 @@ const OK_HEADS: [(&str, &[u8]); 5] = [
 impl<'a> Encoder<'a> {
     pub(crate) fn new(
         out: &'a mut Vec<u8>,
-        date: &'a [u8],
+        date: &'a DateBlock,
         connection: ConnectionHeader,
         head_only: bool,
     ) -> Encoder<'a> {
@@ -422,7 +421,7 @@ fn decimal_len(mut n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::date::{date_block, DateBlock};
+    use crate::http::date::date_block;
     use std::time::{Duration, UNIX_EPOCH};
 
     fn date() -> DateBlock {
