@@ -65,9 +65,11 @@ pub struct Config {
     /// mapping, unmapped when freed) and its trim threshold
     /// (`M_TRIM_THRESHOLD`, free memory beyond this at the top of the heap
     /// goes back to the system). `None` leaves glibc's defaults, whose
-    /// thresholds grow (up to 32 MiB) with the largest block freed: after
-    /// a burst of large messages the process then keeps that memory. See
-    /// the README's memory section for the figures. Skipped when
+    /// thresholds grow (up to 32 MiB) with the largest block freed, and
+    /// instead checks once a second: when glibc holds more than 32 MiB
+    /// free and more free than in use (after a burst of large messages),
+    /// `malloc_trim` hands it back. See the README's memory section for
+    /// the figures. Skipped when
     /// `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` is set in the
     /// environment; no effect with another allocator. Default: `None`.
     ///
@@ -76,8 +78,9 @@ pub struct Config {
     /// gets its own mapping, zeroed by the kernel and unmapped again. With
     /// 128 KiB, HttpArena's json-comp (512 connections, one worker) fell
     /// from 25,753 and 14,750 to 4,652 and 4,435 requests/s at the same
-    /// server CPU. Set it where memory must come back after bursts of large
-    /// messages (WebSocket, uploads) and responses are not compressed.
+    /// server CPU. Set it where memory must come back at once after each
+    /// large message, rather than within a second, and responses are not
+    /// compressed.
     pub malloc_release_threshold: Option<usize>,
     /// HTTP/2 limits and window sizes.
     pub http2: Http2Config,

@@ -225,6 +225,38 @@ pub(crate) fn set_malloc_release_threshold(_bytes: usize) -> bool {
     false
 }
 
+/// Free memory glibc may keep before [`release_free_memory`] hands it back.
+const FREE_MEMORY_KEPT: usize = 32 << 20;
+
+/// Gives memory the allocator holds free back to the system
+/// (`malloc_trim(3)`), when it holds more than 32 MiB free and more free
+/// than in use: after a burst of large messages, not during a steady load
+/// whose large blocks (compression windows) are reused request after
+/// request. Returns the free bytes it found, when it trimmed.
+///
+/// `mallinfo2` walks every arena's free lists under their locks, so this
+/// is meant for a once-a-second timer, not a request path.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn release_free_memory() -> Option<usize> {
+    // SAFETY: mallinfo2 only reads the allocator's statistics (taking each
+    // arena's lock) and returns them by value.
+    let info = unsafe { libc::mallinfo2() };
+    let (free, in_use) = (info.fordblks, info.uordblks);
+    if free < FREE_MEMORY_KEPT || free <= in_use {
+        return None;
+    }
+    // SAFETY: malloc_trim releases free pages of every arena back to the
+    // system under the arenas' locks; no memory in use is touched.
+    unsafe { libc::malloc_trim(0) };
+    Some(free)
+}
+
+/// Another C library or allocator: nothing to release.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn release_free_memory() -> Option<usize> {
+    None
+}
+
 /// Shuts a socket down in both directions, so the task serving it sees end
 /// of input and finishes. Used by the worker's sweep, which holds only the
 /// descriptor of a connection owned by another task.
