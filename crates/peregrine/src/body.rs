@@ -9,14 +9,20 @@
 //! goes on with the next request.
 //!
 //! This type knows no protocol: each protocol's driver implements
-//! `BodySource` for what it lends.
+//! `BodySource` for what it lends. HTTP/2 and HTTP/3, whose bodies arrive
+//! in DATA pieces, share their bookkeeping (`Pieces`: the pending piece,
+//! the limit, the counts) and their reasons for refusing one (`Refused`).
 
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
+use bytes::{Buf, Bytes};
+
 use crate::error::Error;
+use crate::response::canned::{self, Canned};
 
 /// The future of one [`BodySource::read`].
 pub(crate) type ReadFuture<'a> = Pin<Box<dyn Future<Output = Result<usize, Error>> + 'a>>;
@@ -54,6 +60,107 @@ impl BodySource for MemoryBody {
 
     fn bytes_read(&self) -> u64 {
         self.read.get() as u64
+    }
+}
+
+/// Why a request body that arrives in pieces (HTTP/2 and HTTP/3 DATA) was
+/// not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Over the route's body limit.
+    TooLarge,
+    /// The client reset the stream or the connection failed mid-body.
+    Cut,
+}
+
+impl Refused {
+    /// The server's answer (a cut body has nobody left to answer, but a
+    /// response keeps this total).
+    pub(crate) fn canned(self) -> Canned<'static> {
+        match self {
+            Refused::TooLarge => canned::BODY_TOO_LARGE,
+            Refused::Cut => Canned::bad_request("request body cut short"),
+        }
+    }
+
+    /// The error a streaming handler sees.
+    pub(crate) fn error(self) -> Error {
+        match self {
+            Refused::TooLarge => Error::payload_too_large("request body too large"),
+            Refused::Cut => Error::bad_request("request body cut short"),
+        }
+    }
+}
+
+/// The bookkeeping of a streamed body that arrives in pieces, shared by the
+/// HTTP/2 and HTTP/3 drivers: the piece being handed out, the size limit,
+/// the counts, and why the body failed, if it did. Each driver brings how
+/// the next piece is received (and, for HTTP/2, gives flow-control window
+/// back for what the handler took).
+pub(crate) struct Pieces {
+    /// Received, not yet handed to the handler.
+    pending: RefCell<Bytes>,
+    received: Cell<u64>,
+    handed_out: Cell<u64>,
+    limit: u64,
+    refused: Cell<Option<Refused>>,
+}
+
+impl Pieces {
+    pub(crate) fn new(limit: u64) -> Pieces {
+        Pieces {
+            pending: RefCell::new(Bytes::new()),
+            received: Cell::new(0),
+            handed_out: Cell::new(0),
+            limit,
+            refused: Cell::new(None),
+        }
+    }
+
+    /// Why the body failed, if it did: the server answers that instead of
+    /// the handler's response, as on HTTP/1.1.
+    pub(crate) fn refused(&self) -> Option<Refused> {
+        self.refused.get()
+    }
+
+    /// Bytes handed to the handler so far.
+    pub(crate) fn handed_out(&self) -> u64 {
+        self.handed_out.get()
+    }
+
+    /// Copies the next bytes into `buf`, waiting on `next` for a piece when
+    /// none is pending; `Ok(0)` at the end. A piece past the limit, or a
+    /// failure from `next`, fails this read and every later one.
+    pub(crate) async fn read<F>(&self, buf: &mut [u8], next: impl FnOnce() -> F) -> Result<usize, Error>
+    where
+        F: Future<Output = Result<Option<Bytes>, Refused>>,
+    {
+        if let Some(refused) = self.refused.get() {
+            return Err(refused.error());
+        }
+        if self.pending.borrow().is_empty() {
+            let data = match next().await {
+                Ok(Some(data)) => data,
+                Ok(None) => return Ok(0),
+                Err(refused) => {
+                    self.refused.set(Some(refused));
+                    return Err(refused.error());
+                }
+            };
+            let received = self.received.get() + data.len() as u64;
+            if received > self.limit {
+                self.refused.set(Some(Refused::TooLarge));
+                return Err(Refused::TooLarge.error());
+            }
+            self.received.set(received);
+            *self.pending.borrow_mut() = data;
+        }
+        let mut pending = self.pending.borrow_mut();
+        let n = buf.len().min(pending.len());
+        buf[..n].copy_from_slice(&pending[..n]);
+        pending.advance(n);
+        self.handed_out.set(self.handed_out.get() + n as u64);
+        Ok(n)
     }
 }
 

@@ -6,44 +6,16 @@
 //! streamed one as the handler reads it. A handler that stops reading
 //! stops the client (its window closes), so nothing piles up in memory.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::rc::Rc;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use h2::RecvStream;
 
 use super::activity::Activity;
-use crate::body::{BodySource, ReadFuture};
+use crate::body::{BodySource, Pieces, ReadFuture, Refused};
 use crate::error::Error;
-use crate::response::canned::{self, Canned};
-
-/// Why a request body was not taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Refused {
-    /// Over the route's body limit.
-    TooLarge,
-    /// The client reset the stream or the connection failed mid-body.
-    Cut,
-}
-
-impl Refused {
-    /// The server's answer (a cut body has nobody left to answer, but a
-    /// response keeps this total).
-    pub(super) fn canned(self) -> Canned<'static> {
-        match self {
-            Refused::TooLarge => canned::BODY_TOO_LARGE,
-            Refused::Cut => Canned::bad_request("request body cut short"),
-        }
-    }
-
-    fn error(self) -> Error {
-        match self {
-            Refused::TooLarge => Error::payload_too_large("request body too large"),
-            Refused::Cut => Error::bad_request("request body cut short"),
-        }
-    }
-}
 
 /// The next non-empty DATA payload, `None` at the end of the body.
 async fn next_data(recv: &RefCell<RecvStream>, activity: &Activity) -> Result<Option<Bytes>, Refused> {
@@ -120,64 +92,27 @@ pub(super) async fn read_to_end(
 /// A body a streaming handler reads as it arrives.
 pub(super) struct StreamedBody {
     recv: RefCell<RecvStream>,
-    /// Received, not yet handed to the handler.
-    pending: RefCell<Bytes>,
-    received: Cell<u64>,
-    handed_out: Cell<u64>,
-    limit: u64,
+    pieces: Pieces,
     activity: Rc<Activity>,
-    refused: Cell<Option<Refused>>,
 }
 
 impl StreamedBody {
     pub(super) fn new(recv: RecvStream, limit: u64, activity: Rc<Activity>) -> StreamedBody {
-        StreamedBody {
-            recv: RefCell::new(recv),
-            pending: RefCell::new(Bytes::new()),
-            received: Cell::new(0),
-            handed_out: Cell::new(0),
-            limit,
-            activity,
-            refused: Cell::new(None),
-        }
+        StreamedBody { recv: RefCell::new(recv), pieces: Pieces::new(limit), activity }
     }
 
     /// Why the body failed, if it did: the server answers that instead of
     /// the handler's response, as on HTTP/1.1.
     pub(super) fn refused(&self) -> Option<Refused> {
-        self.refused.get()
+        self.pieces.refused()
     }
 
     async fn read_into(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        if let Some(refused) = self.refused.get() {
-            return Err(refused.error());
-        }
-        if self.pending.borrow().is_empty() {
-            let next = {
-                let _waiting = self.activity.waiting_on_client();
-                next_data(&self.recv, &self.activity).await
-            };
-            let data = match next {
-                Ok(Some(data)) => data,
-                Ok(None) => return Ok(0),
-                Err(refused) => {
-                    self.refused.set(Some(refused));
-                    return Err(refused.error());
-                }
-            };
-            let received = self.received.get() + data.len() as u64;
-            if received > self.limit {
-                self.refused.set(Some(Refused::TooLarge));
-                return Err(Refused::TooLarge.error());
-            }
-            self.received.set(received);
-            *self.pending.borrow_mut() = data;
-        }
-        let mut pending = self.pending.borrow_mut();
-        let n = buf.len().min(pending.len());
-        buf[..n].copy_from_slice(&pending[..n]);
-        pending.advance(n);
-        self.handed_out.set(self.handed_out.get() + n as u64);
+        let next = || async {
+            let _waiting = self.activity.waiting_on_client();
+            next_data(&self.recv, &self.activity).await
+        };
+        let n = self.pieces.read(buf, next).await?;
         // Only what the handler took opens the window again.
         let _ = self.recv.borrow_mut().flow_control().release_capacity(n);
         Ok(n)
@@ -190,6 +125,6 @@ impl BodySource for StreamedBody {
     }
 
     fn bytes_read(&self) -> u64 {
-        self.handed_out.get()
+        self.pieces.handed_out()
     }
 }

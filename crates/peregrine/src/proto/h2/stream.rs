@@ -27,9 +27,9 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use http::request::Parts;
 
-use super::body::{self, Refused, StreamedBody};
+use super::body::{self, StreamedBody};
 use super::{connect, respond, Activity, Shared};
-use crate::body::Body;
+use crate::body::{Body, Refused};
 use crate::http::uri;
 use crate::http::{Header, Method, Version};
 use crate::pipeline::{self, BodyUse, Dispatched};

@@ -10,7 +10,7 @@
 //! Response DATA waits for the client's windows in `send_data`; a streamed
 //! body's next chunk is asked for only once the one before is sent.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::rc::Rc;
 
@@ -22,8 +22,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 
 use super::Shared;
-use crate::body::{Body, BodySource, ReadFuture};
-use crate::error::Error;
+use crate::body::{Body, BodySource, Pieces, ReadFuture, Refused};
 use crate::http::date::DateBlock;
 use crate::http::uri;
 use crate::http::Version;
@@ -120,31 +119,6 @@ fn declared_length(parts: &Parts) -> Option<u64> {
     parts.headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-/// Why a request body was not taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Refused {
-    /// Over the route's body limit.
-    TooLarge,
-    /// The client reset the stream or the connection failed mid-body.
-    Cut,
-}
-
-impl Refused {
-    fn canned(self) -> Canned<'static> {
-        match self {
-            Refused::TooLarge => canned::BODY_TOO_LARGE,
-            Refused::Cut => Canned::bad_request("request body cut short"),
-        }
-    }
-
-    fn error(self) -> Error {
-        match self {
-            Refused::TooLarge => Error::payload_too_large("request body too large"),
-            Refused::Cut => Error::bad_request("request body cut short"),
-        }
-    }
-}
-
 /// The next non-empty DATA payload, `None` at the end of the body.
 async fn next_data(recv: &RefCell<RecvHalf>) -> Result<Option<Bytes>, Refused> {
     loop {
@@ -203,17 +177,10 @@ async fn serve_streamed<S: 'static>(
         Err(rejection) => return Some(rejection),
     };
     let limit = shared.worker.config.max_stream_body_bytes;
-    let body = Rc::new(StreamedBody {
-        recv: RefCell::new(recv),
-        pending: RefCell::new(Bytes::new()),
-        received: Cell::new(0),
-        handed_out: Cell::new(0),
-        limit,
-        refused: Cell::new(None),
-    });
+    let body = Rc::new(StreamedBody { recv: RefCell::new(recv), pieces: Pieces::new(limit) });
     let response = pipeline::run_handler(consumer(Body::new(Rc::clone(&body) as _))).await;
     // One failure, one answer: the server's, as on HTTP/1.1.
-    match body.refused.get() {
+    match body.pieces.refused() {
         None => Some(response),
         Some(Refused::Cut) => None,
         Some(refused) => {
@@ -226,52 +193,16 @@ async fn serve_streamed<S: 'static>(
 /// A body a streaming handler reads as it arrives.
 struct StreamedBody {
     recv: RefCell<RecvHalf>,
-    /// Received, not yet handed to the handler.
-    pending: RefCell<Bytes>,
-    received: Cell<u64>,
-    handed_out: Cell<u64>,
-    limit: u64,
-    refused: Cell<Option<Refused>>,
-}
-
-impl StreamedBody {
-    async fn read_into(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        if let Some(refused) = self.refused.get() {
-            return Err(refused.error());
-        }
-        if self.pending.borrow().is_empty() {
-            let data = match next_data(&self.recv).await {
-                Ok(Some(data)) => data,
-                Ok(None) => return Ok(0),
-                Err(refused) => {
-                    self.refused.set(Some(refused));
-                    return Err(refused.error());
-                }
-            };
-            let received = self.received.get() + data.len() as u64;
-            if received > self.limit {
-                self.refused.set(Some(Refused::TooLarge));
-                return Err(Refused::TooLarge.error());
-            }
-            self.received.set(received);
-            *self.pending.borrow_mut() = data;
-        }
-        let mut pending = self.pending.borrow_mut();
-        let n = buf.len().min(pending.len());
-        buf[..n].copy_from_slice(&pending[..n]);
-        pending.advance(n);
-        self.handed_out.set(self.handed_out.get() + n as u64);
-        Ok(n)
-    }
+    pieces: Pieces,
 }
 
 impl BodySource for StreamedBody {
     fn read<'a>(&'a self, buf: &'a mut [u8]) -> ReadFuture<'a> {
-        Box::pin(self.read_into(buf))
+        Box::pin(self.pieces.read(buf, || next_data(&self.recv)))
     }
 
     fn bytes_read(&self) -> u64 {
-        self.handed_out.get()
+        self.pieces.handed_out()
     }
 }
 
