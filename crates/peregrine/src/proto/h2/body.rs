@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::rc::Rc;
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use h2::RecvStream;
@@ -17,23 +18,44 @@ use super::activity::Activity;
 use crate::body::{BodySource, Pieces, ReadFuture, Refused};
 use crate::error::Error;
 
-/// The next non-empty DATA payload, `None` at the end of the body.
-async fn next_data(recv: &RefCell<RecvStream>, activity: &Activity) -> Result<Option<Bytes>, Refused> {
+/// Polls for the next non-empty DATA payload, `None` at the end of the
+/// body; every payload counts as activity.
+fn poll_next_data(
+    recv: &mut RecvStream,
+    cx: &mut Context<'_>,
+    activity: &Activity,
+) -> Poll<Result<Option<Bytes>, Refused>> {
     loop {
-        match poll_fn(|cx| recv.borrow_mut().poll_data(cx)).await {
-            None => return Ok(None),
+        match ready!(recv.poll_data(cx)) {
+            None => return Poll::Ready(Ok(None)),
             Some(Err(e)) => {
                 tracing::debug!(error = %e, "HTTP/2 request body cut short");
-                return Err(Refused::Cut);
+                return Poll::Ready(Err(Refused::Cut));
             }
             Some(Ok(data)) => {
                 activity.progress(data.len());
                 if !data.is_empty() {
-                    return Ok(Some(data));
+                    return Poll::Ready(Ok(Some(data)));
                 }
             }
         }
     }
+}
+
+/// The next non-empty DATA payload, `None` at the end of the body.
+async fn next_data(recv: &RefCell<RecvStream>, activity: &Activity) -> Result<Option<Bytes>, Refused> {
+    poll_fn(|cx| poll_next_data(&mut recv.borrow_mut(), cx, activity)).await
+}
+
+/// Appends `data` to a buffered body of at most `limit` bytes and gives
+/// its window back: taken into a bounded buffer, the client may send more.
+fn append(recv: &mut RecvStream, body: &mut Vec<u8>, data: &[u8], limit: u64) -> Result<(), Refused> {
+    if (body.len() + data.len()) as u64 > limit {
+        return Err(Refused::TooLarge);
+    }
+    body.extend_from_slice(data);
+    let _ = recv.flow_control().release_capacity(data.len());
+    Ok(())
 }
 
 /// Takes the part of a body that has already arrived, without waiting,
@@ -48,23 +70,13 @@ pub(super) fn take_arrived(
 ) -> Result<bool, Refused> {
     // A waker that does nothing: `Pending` means we stop here, and the
     // stream's task, if it gets one, polls again with its own waker.
-    let mut cx = std::task::Context::from_waker(futures_util::task::noop_waker_ref());
+    let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
     loop {
-        match recv.poll_data(&mut cx) {
-            std::task::Poll::Pending => return Ok(false),
-            std::task::Poll::Ready(None) => return Ok(true),
-            std::task::Poll::Ready(Some(Err(e))) => {
-                tracing::debug!(error = %e, "HTTP/2 request body cut short");
-                return Err(Refused::Cut);
-            }
-            std::task::Poll::Ready(Some(Ok(data))) => {
-                activity.progress(data.len());
-                if (body.len() + data.len()) as u64 > limit {
-                    return Err(Refused::TooLarge);
-                }
-                body.extend_from_slice(&data);
-                let _ = recv.flow_control().release_capacity(data.len());
-            }
+        match poll_next_data(recv, &mut cx, activity) {
+            Poll::Pending => return Ok(false),
+            Poll::Ready(Ok(None)) => return Ok(true),
+            Poll::Ready(Ok(Some(data))) => append(recv, body, &data, limit)?,
+            Poll::Ready(Err(refused)) => return Err(refused),
         }
     }
 }
@@ -79,12 +91,7 @@ pub(super) async fn read_to_end(
 ) -> Result<Vec<u8>, Refused> {
     let recv = RefCell::new(recv);
     while let Some(data) = next_data(&recv, activity).await? {
-        if (body.len() + data.len()) as u64 > limit {
-            return Err(Refused::TooLarge);
-        }
-        body.extend_from_slice(&data);
-        // Taken into a bounded buffer: the client may send more.
-        let _ = recv.borrow_mut().flow_control().release_capacity(data.len());
+        append(&mut recv.borrow_mut(), &mut body, &data, limit)?;
     }
     Ok(body)
 }
