@@ -4,6 +4,8 @@
 //! shutdown, and Python's `websockets` library as a client someone else
 //! wrote (`tests/websocket/client.py`).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::rc::Rc;
@@ -11,23 +13,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::ws::{echo, frame};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
 use peregrine::ws::{CloseCode, Message, WebSocketConfig, WebSocketUpgrade};
 use peregrine::{Config, Error, IntoResponse, Router, Server, ServerHandle, StatusCode};
 
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
-
-fn echo(ws: WebSocketUpgrade) -> peregrine::Response {
-    ws.on_upgrade(|mut socket| async move {
-        while let Some(Ok(message)) = socket.recv().await {
-            if matches!(message, Message::Text(_) | Message::Binary(_)) && socket.send(message).await.is_err()
-            {
-                break;
-            }
-        }
-    })
-}
 
 fn router(sent: Arc<AtomicUsize>) -> Router {
     let small =
@@ -216,25 +208,6 @@ impl Client {
 }
 
 /// A masked client frame.
-fn frame(b0: u8, payload: &[u8]) -> Vec<u8> {
-    let mask = [0x12, 0x34, 0x56, 0x78];
-    let mut f = vec![b0];
-    match payload.len() {
-        n @ 0..=125 => f.push(0x80 | n as u8),
-        n @ 126..=0xFFFF => {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            f.push(0x80 | 127);
-            f.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    f.extend_from_slice(&mask);
-    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-    f
-}
-
 #[test]
 fn handshake_answers_and_refusals() {
     let (handle, _) = start();

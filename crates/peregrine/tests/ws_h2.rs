@@ -16,20 +16,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::h2client::read_answer;
+use common::ws::{echo, frame};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
-use peregrine::ws::{Message, WebSocketConfig, WebSocketUpgrade};
+use peregrine::ws::{WebSocketConfig, WebSocketUpgrade};
 use peregrine::{Config, Error, IntoResponse, Router, Server, ServerHandle, StatusCode};
-
-fn echo(ws: WebSocketUpgrade) -> peregrine::Response {
-    ws.on_upgrade(|mut socket| async move {
-        while let Some(Ok(message)) = socket.recv().await {
-            if matches!(message, Message::Text(_) | Message::Binary(_)) && socket.send(message).await.is_err()
-            {
-                break;
-            }
-        }
-    })
-}
 
 /// What the handlers report back to the test.
 #[derive(Default)]
@@ -222,25 +212,6 @@ async fn read_rest(mut recv: h2::RecvStream) -> String {
 }
 
 /// A masked client frame.
-fn frame(b0: u8, payload: &[u8]) -> Vec<u8> {
-    let mask = [0x12, 0x34, 0x56, 0x78];
-    let mut f = vec![b0];
-    match payload.len() {
-        n @ 0..=125 => f.push(0x80 | n as u8),
-        n @ 126..=0xFFFF => {
-            f.push(0x80 | 126);
-            f.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            f.push(0x80 | 127);
-            f.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    f.extend_from_slice(&mask);
-    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-    f
-}
-
 impl Ws {
     async fn send_raw(&mut self, bytes: Vec<u8>) {
         send_all_open(&mut self.send, Bytes::from(bytes)).await;

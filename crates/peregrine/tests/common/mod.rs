@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod h2client;
+pub mod ws;
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
