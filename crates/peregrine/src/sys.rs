@@ -270,6 +270,29 @@ pub(crate) fn shutdown_socket(fd: RawFd) {
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
+/// Sets `TCP_NOTSENT_LOWAT` on a TCP socket: the kernel takes no more
+/// writes while `bytes` or more of what it holds are still unsent (see
+/// [`crate::Config::tcp_notsent_lowat`]).
+pub(crate) fn set_tcp_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from the valid
+    // pointer passed and keeps no reference.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Aborts a socket: like [`shutdown_socket`], and once the owning task
 /// closes it the kernel sends a reset and drops whatever response bytes
 /// are still queued, instead of going on feeding them to a client that

@@ -192,7 +192,7 @@ impl Server {
             let mut local = None;
             if listener.speaks_tcp() {
                 let role = accept::Role::of(listener)?;
-                let (local_addr, group) = bind_group(listener.addr, count, config.backlog)?;
+                let (local_addr, group) = bind_group(listener.addr, count, &config, listener.is_tls())?;
                 local = Some(local_addr);
                 for (worker, socket) in per_worker.iter_mut().zip(group) {
                     worker.push((socket, role.clone()));
@@ -358,15 +358,23 @@ impl Server {
 /// Binds `count` sockets of one `SO_REUSEPORT` group on `addr`, one per
 /// worker, and steers the group's connections to them alone. With port 0
 /// the first bind picks the port and the others join it.
-fn bind_group(addr: SocketAddr, count: usize, backlog: u32) -> io::Result<(SocketAddr, Vec<StdListener>)> {
+fn bind_group(
+    addr: SocketAddr,
+    count: usize,
+    config: &Config,
+    tls: bool,
+) -> io::Result<(SocketAddr, Vec<StdListener>)> {
     if addr.port() != 0 {
         ensure_port_free(addr)?;
     }
-    let first = bind(addr, backlog)?;
+    // Cleartext listeners only: see `Config::tcp_notsent_lowat` for what it
+    // cost TLS.
+    let notsent_lowat = config.tcp_notsent_lowat.filter(|_| !tls);
+    let first = bind(addr, config.backlog, notsent_lowat)?;
     let local_addr = first.local_addr()?;
     let mut group = vec![first];
     for _ in 1..count {
-        group.push(bind(local_addr, backlog)?);
+        group.push(bind(local_addr, config.backlog, notsent_lowat)?);
     }
     // Only these listeners take connections, even if another process
     // joins the port's group later.
@@ -495,11 +503,16 @@ fn ensure_port_free(addr: SocketAddr) -> io::Result<()> {
     })
 }
 
-fn bind(addr: SocketAddr, backlog: u32) -> io::Result<StdListener> {
+fn bind(addr: SocketAddr, backlog: u32, notsent_lowat: Option<u32>) -> io::Result<StdListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_nodelay(true)?;
+    if let Some(bytes) = notsent_lowat {
+        // Accepted sockets inherit it: no call per connection.
+        sys::set_tcp_notsent_lowat(socket.as_raw_fd(), bytes)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot set TCP_NOTSENT_LOWAT on {addr}: {e}")))?;
+    }
     socket
         .bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
