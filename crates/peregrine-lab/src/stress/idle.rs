@@ -4,7 +4,9 @@
 //!
 //! For each of `--protocols`, a fresh server (so memory one protocol freed
 //! is not reused by the next and hidden) gets `--connections` connections,
-//! each completing one `GET /plaintext` and then left open and silent.
+//! each completing one `GET /plaintext` and then left open and silent
+//! (with `ws`: a WebSocket upgrade of `/ws`, answered `101`, and one text
+//! message echoed).
 //! The server's resident memory (`VmRSS`) and open file descriptors are
 //! read from `/proc` before and while they are held; the difference over
 //! the count is the cost of one idle connection. Then they all close and
@@ -20,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 use super::clients::{block_on, get, read_response};
@@ -38,7 +40,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2_000)]
     connections: usize,
     /// Protocols to measure, one after the other.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "h1,tls,h2,h2c")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "h1,tls,h2,h2c,ws")]
     protocols: Vec<Protocol>,
     /// Fail when one idle connection costs more resident memory than this.
     /// Generous on purpose (measured: 18 to 33 KiB): TLS adds rustls's
@@ -86,8 +88,9 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         let name = protocol.name();
         let kib = m.rss_held.saturating_sub(m.rss_before) as f64 / m.opened.max(1) as f64;
         let held = m.fds_held.saturating_sub(m.fds_before);
+        let answer = if protocol == Protocol::Ws { "101 and echoed" } else { "200" };
         report.figure(
-            format!("{name}: connections opened / answered 200"),
+            format!("{name}: connections opened / answered {answer}"),
             format!("{} / {}", m.opened, m.answered),
         );
         report.figure(format!("{name}: connections held (server fds over its start)"), held);
@@ -131,6 +134,7 @@ async fn hold(connector: Connector, n: usize, pid: u32) -> Result<Measured, Stri
     let rss_before = rss_kib(pid).ok_or("cannot read the server's RSS")?;
     let fds_before = fd_count(pid).ok_or("cannot read the server's file descriptors")?;
     let gate = std::rc::Rc::new(Semaphore::new(64));
+    let expected = if connector.protocol == Protocol::Ws { 101 } else { 200 };
     let connector = std::rc::Rc::new(connector);
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
@@ -144,7 +148,7 @@ async fn hold(connector: Connector, n: usize, pid: u32) -> Result<Measured, Stri
     let (mut answered, mut first_problem) = (0, None);
     for task in tasks {
         match task.await {
-            Ok(Ok((conn, 200))) => {
+            Ok(Ok((conn, status))) if status == expected => {
                 answered += 1;
                 held.push(conn);
             }
@@ -188,8 +192,12 @@ async fn hold(connector: Connector, n: usize, pid: u32) -> Result<Measured, Stri
     })
 }
 
-/// One connection with one `GET /plaintext` answered, kept open.
+/// One connection with one `GET /plaintext` answered (a WebSocket: upgraded
+/// and one message echoed), kept open.
 async fn open_one(connector: &Connector) -> Result<(Held, u16), String> {
+    if connector.protocol == Protocol::Ws {
+        return open_websocket(connector).await;
+    }
     if connector.protocol.is_h2() {
         let conn = h2client::connect(connector).await?;
         let authority = connector.addr.to_string();
@@ -206,4 +214,59 @@ async fn open_one(connector: &Connector) -> Result<(Held, u16), String> {
         .map_err(|_| "no answer within 10 s".to_string())?
         .map_err(|e| e.to_string())?;
     Ok((Held::H1(stream), response.status))
+}
+
+/// A WebSocket on `/ws`: the upgrade answered `101`, then one masked text
+/// message sent and its echo read back whole.
+async fn open_websocket(connector: &Connector) -> Result<(Held, u16), String> {
+    let mut stream = connector.connect().await.map_err(|e| format!("connect: {e}"))?;
+    let upgrade = format!(
+        "GET /ws HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        connector.addr
+    );
+    stream.write_all(upgrade.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+    let exchange = async {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        let head_end = loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let n = stream.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                return Err("closed before the upgrade was answered".to_string());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let status = std::str::from_utf8(&buf[..head_end])
+            .ok()
+            .and_then(|head| head.split(' ').nth(1))
+            .and_then(|code| code.parse::<u16>().ok())
+            .ok_or("no status line in the answer to the upgrade")?;
+        if status != 101 {
+            return Ok(status);
+        }
+        // FIN + text, masked, 4 bytes: "idle" under the mask 1, 2, 3, 4.
+        let mask = [1u8, 2, 3, 4];
+        let mut frame = vec![0x81, 0x80 | 4, 1, 2, 3, 4];
+        frame.extend(b"idle".iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
+        stream.write_all(&frame).await.map_err(|e| format!("write: {e}"))?;
+        let mut echo = buf[head_end..].to_vec();
+        while echo.len() < 6 {
+            let n = stream.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                return Err("closed before the echo".to_string());
+            }
+            echo.extend_from_slice(&chunk[..n]);
+        }
+        if echo[..6] != [0x81, 4, b'i', b'd', b'l', b'e'] {
+            return Err(format!("unexpected echo frame {:?}", &echo[..6]));
+        }
+        Ok(101)
+    };
+    let status = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .map_err(|_| "no upgrade and echo within 10 s".to_string())??;
+    Ok((Held::H1(stream), status))
 }

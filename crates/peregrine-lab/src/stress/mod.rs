@@ -94,6 +94,13 @@ pub fn run(args: StressArgs) -> ExitCode {
         eprintln!("peregrine-lab stress: this scenario speaks only --protocol h1 (so far)");
         return ExitCode::from(2);
     }
+    if args.target.protocol == protocol::Protocol::Ws {
+        eprintln!(
+            "peregrine-lab stress: WebSocket is measured by `stress idle --protocols ws` (and \
+             `peregrine-lab ws-load`); this scenario does not speak it yet"
+        );
+        return ExitCode::from(2);
+    }
     let result = match &args.scenario {
         Scenario::Overload(a) => overload::run(&args.target, a),
         Scenario::Noisy(a) => noisy::run(&args.target, a),

@@ -35,6 +35,9 @@ pub enum Protocol {
     H2,
     /// Cleartext HTTP/2 with prior knowledge on --port + 2.
     H2c,
+    /// WebSocket (RFC 6455) upgraded from cleartext HTTP/1.1 on --port,
+    /// at `/ws`; `idle` only, so far.
+    Ws,
 }
 
 impl Protocol {
@@ -44,6 +47,7 @@ impl Protocol {
             Protocol::Tls => "tls",
             Protocol::H2 => "h2",
             Protocol::H2c => "h2c",
+            Protocol::Ws => "ws",
         }
     }
 
@@ -53,6 +57,7 @@ impl Protocol {
             Protocol::Tls => "HTTP/1.1 over TLS",
             Protocol::H2 => "HTTP/2 over TLS",
             Protocol::H2c => "cleartext HTTP/2 (h2c)",
+            Protocol::Ws => "WebSocket over cleartext HTTP/1.1",
         }
     }
 
@@ -67,11 +72,17 @@ impl Protocol {
     /// The listener serving this protocol, counted from `--port`.
     pub fn port_offset(self) -> u16 {
         match self {
-            Protocol::H1 => 0,
+            Protocol::H1 | Protocol::Ws => 0,
             Protocol::Tls => 1,
             Protocol::H2c => 2,
             Protocol::H2 => 3,
         }
+    }
+
+    /// Whether it is served by the cleartext HTTP/1.1 listener on
+    /// --port alone (no other listener needed).
+    pub fn on_main_port(self) -> bool {
+        matches!(self, Protocol::H1 | Protocol::Ws)
     }
 
     pub fn scheme(self) -> &'static str {

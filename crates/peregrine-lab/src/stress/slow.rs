@@ -203,6 +203,7 @@ fn slow_head(protocol: Protocol, path: &str, ca: Option<&Path>) -> Result<(Vec<u
             Ok((Vec::new(), client_hello(protocol, ca)?))
         }
         Protocol::H2c => Ok((h2_hello(), h2_headers(path))),
+        Protocol::Ws => Err("slow WebSocket clients are not a scenario yet".into()),
     }
 }
 

@@ -85,7 +85,7 @@ impl Target {
         }
         let ports: Vec<u16> = protocols.iter().map(|p| args.port + p.port_offset()).collect();
         // Any protocol beyond h1 opens the listeners next to --port.
-        let opened = if protocols.iter().all(|p| *p == Protocol::H1) { 0 } else { 3 };
+        let opened = if protocols.iter().all(|p| p.on_main_port()) { 0 } else { 3 };
         for port in args.port..=args.port + opened {
             if accepts(SocketAddr::from(([127, 0, 0, 1], port))) {
                 return Err(format!("port {port} is already in use; pass another --port"));
@@ -110,7 +110,7 @@ impl Target {
             "--data-dir".into(),
             args.work_dir.join("data").display().to_string(),
         ];
-        if protocols.iter().any(|p| *p != Protocol::H1) {
+        if protocols.iter().any(|p| !p.on_main_port()) {
             run.extend(listener_flags(args.port, certs.as_ref()));
         }
         run.extend(extra.iter().cloned());
