@@ -181,11 +181,10 @@ fn accept<S: 'static>(
         refuse(stream, worker);
         return;
     }
-    // Responses are written whole, one write per batch: Nagle would only
-    // delay them.
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "TCP_NODELAY failed");
-    }
+    // TCP_NODELAY (responses are written whole, one write per batch: Nagle
+    // would only delay them) and TCP_NOTSENT_LOWAT come from the listening
+    // socket, which accepted ones inherit: no setsockopt per connection
+    // (test `server::tests::accepted_sockets_inherit_the_listeners_options`).
     let (key, timer) = worker.register(stream.as_raw_fd());
     let registration = Registration::new(Rc::clone(worker), key);
     #[cfg(feature = "tls")]

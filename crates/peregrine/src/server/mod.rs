@@ -585,4 +585,29 @@ mod tests {
         assert_eq!(connection_limit(1_000, 4, None), 1_000);
         assert_eq!(connection_limit(1_000, 1, Some(10)), 1);
     }
+
+    /// The accept path sets no socket options: it relies on Linux copying
+    /// TCP_NODELAY and TCP_NOTSENT_LOWAT from the listening socket.
+    #[test]
+    fn accepted_sockets_inherit_the_listeners_options() {
+        use std::os::fd::AsRawFd;
+        let listener = super::bind("127.0.0.1:0".parse().unwrap(), 16, Some(96 * 1024)).unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let socket = socket2::SockRef::from(&accepted);
+        assert!(socket.nodelay().unwrap(), "TCP_NODELAY not inherited");
+        let mut lowat: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes to `lowat`.
+        let rc = unsafe {
+            libc::getsockopt(
+                accepted.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&mut lowat as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((rc, lowat), (0, 96 * 1024), "TCP_NOTSENT_LOWAT not inherited");
+    }
 }
