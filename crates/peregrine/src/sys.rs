@@ -275,15 +275,33 @@ pub(crate) fn shutdown_socket(fd: RawFd) {
 /// [`crate::Config::tcp_notsent_lowat`]).
 pub(crate) fn set_tcp_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from the valid
-    // pointer passed and keeps no reference.
+    // SAFETY: a plain integer, no pointers in it.
+    unsafe { set_socket_option(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &value) }
+}
+
+/// `setsockopt(fd, level, name)` with `value`'s bytes, which the kernel
+/// reads (`size_of::<T>()` of them) during the call and does not keep.
+///
+/// # Safety
+///
+/// Any pointer inside `value` (a BPF program's instructions) must be valid
+/// for the call, for as many elements as `value` says.
+unsafe fn set_socket_option<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is a valid reference to `size_of::<T>()` bytes for
+    // the call; the caller vouches for pointers inside it. On an invalid
+    // descriptor the call fails with EBADF and does nothing.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if rc == 0 {
@@ -301,20 +319,12 @@ pub(crate) fn set_tcp_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
 /// [`shutdown_socket`].
 pub(crate) fn abort_socket(fd: RawFd) {
     let linger = libc::linger { l_onoff: 1, l_linger: 0 };
-    // SAFETY: setsockopt reads `size_of::<linger>()` bytes from the valid
-    // pointer passed and keeps no reference; shutdown only changes the
-    // socket's state. On an invalid descriptor both fail with EBADF and
-    // do nothing.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-        libc::shutdown(fd, libc::SHUT_RDWR);
-    }
+    // SAFETY: `linger` is plain data, no pointers in it. Failing (on an
+    // invalid descriptor) leaves nothing to undo.
+    let _ = unsafe { set_socket_option(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger) };
+    // SAFETY: shutdown only changes the socket's state; on an invalid
+    // descriptor it fails with EBADF and does nothing.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
 /// Shuts down the read side of a socket: the task reading it sees end of
@@ -374,18 +384,5 @@ pub(crate) fn steer_reuseport_group(fd: RawFd, members: u32) -> io::Result<()> {
     let fprog = libc::sock_fprog { len: program.len() as libc::c_ushort, filter: program.as_mut_ptr() };
     // SAFETY: `fprog` points at `program`, which outlives the call; the
     // kernel copies the program and reads exactly `len` instructions.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    unsafe { set_socket_option(fd, libc::SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fprog) }
 }

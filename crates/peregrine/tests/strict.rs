@@ -192,11 +192,7 @@ fn clients_reading_responses_below_the_minimum_rate_are_cut() {
     // A response the kernel's send buffer takes whole: `write` is done at
     // once, yet the client has read next to nothing. The connection must
     // still be held to the rate, not left idle for the idle timeout.
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&addr.into()).unwrap();
-    let mut drained: TcpStream = socket.into();
-    drained.write_all(b"GET /medium HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let mut drained = small_window_client(addr, b"GET /medium HTTP/1.1\r\nHost: a\r\n\r\n");
     thread::sleep(Duration::from_secs(6));
     // Cut by now: a second request gets no answer (what was queued may
     // still arrive, or a reset).
@@ -218,11 +214,7 @@ fn clients_reading_responses_below_the_minimum_rate_are_cut() {
 
     // A client that never reads: once the socket buffers fill, nothing
     // moves, and the sweep cuts it.
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&addr.into()).unwrap();
-    let mut stalled: TcpStream = socket.into();
-    stalled.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let mut stalled = small_window_client(addr, b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n");
     let started = Instant::now();
 
     // Meanwhile other clients are served at once.
@@ -292,11 +284,7 @@ fn a_slow_reader_that_is_cut_is_reset() {
             Router::new().get("/big", || Content("application/octet-stream", vec![b'z'; BIG]))
         })
         .unwrap();
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&server.local_addr().into()).unwrap();
-    let mut reader: TcpStream = socket.into();
-    reader.write_all(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let mut reader = small_window_client(server.local_addr(), b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n");
     let started = Instant::now();
     // 64 bytes every 100 ms: 640 bytes a second, below the 2,000 required.
     reader.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -323,6 +311,16 @@ fn a_slow_reader_that_is_cut_is_reset() {
     server.shutdown();
 }
 
+/// A client with a 4 KiB receive buffer that has sent `request` to `addr`.
+fn small_window_client(addr: std::net::SocketAddr, request: &[u8]) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    stream.write_all(request).unwrap();
+    stream
+}
+
 /// Response bytes a handler streamed to a client that reads nothing, with
 /// a 4 KiB receive buffer, after a second, under `config`.
 fn streamed_to_a_reader_that_never_reads(config: Config) -> usize {
@@ -347,11 +345,7 @@ fn streamed_to_a_reader_that_never_reads(config: Config) -> usize {
             }
         })
         .unwrap();
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&server.local_addr().into()).unwrap();
-    let mut stalled: TcpStream = socket.into();
-    stalled.write_all(b"GET /endless HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let stalled = small_window_client(server.local_addr(), b"GET /endless HTTP/1.1\r\nHost: a\r\n\r\n");
     thread::sleep(Duration::from_secs(1));
     let streamed = produced.load(Ordering::SeqCst);
     drop(stalled);
