@@ -33,6 +33,7 @@ use super::Report;
 use crate::rig::cpu::pin_self;
 use crate::rig::fdlimit;
 use crate::rig::procfs::{fd_count, rss_kib};
+use crate::rig::wsframe;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -88,9 +89,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         let name = protocol.name();
         let kib = m.rss_held.saturating_sub(m.rss_before) as f64 / m.opened.max(1) as f64;
         let held = m.fds_held.saturating_sub(m.fds_before);
-        let answer = if protocol == Protocol::Ws { "101 and echoed" } else { "200" };
         report.figure(
-            format!("{name}: connections opened / answered {answer}"),
+            format!("{name}: connections opened / answered {}", expected_status(protocol)),
             format!("{} / {}", m.opened, m.answered),
         );
         report.figure(format!("{name}: connections held (server fds over its start)"), held);
@@ -134,7 +134,7 @@ async fn hold(connector: Connector, n: usize, pid: u32) -> Result<Measured, Stri
     let rss_before = rss_kib(pid).ok_or("cannot read the server's RSS")?;
     let fds_before = fd_count(pid).ok_or("cannot read the server's file descriptors")?;
     let gate = std::rc::Rc::new(Semaphore::new(64));
-    let expected = if connector.protocol == Protocol::Ws { 101 } else { 200 };
+    let expected = expected_status(connector.protocol);
     let connector = std::rc::Rc::new(connector);
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
@@ -192,6 +192,16 @@ async fn hold(connector: Connector, n: usize, pid: u32) -> Result<Measured, Stri
     })
 }
 
+/// The status that counts a connection as answered: `101` for a WebSocket
+/// (whose echo [`open_websocket`] checks as well), else `200`.
+fn expected_status(protocol: Protocol) -> u16 {
+    if protocol == Protocol::Ws {
+        101
+    } else {
+        200
+    }
+}
+
 /// One connection with one `GET /plaintext` answered (a WebSocket: upgraded
 /// and one message echoed), kept open.
 async fn open_one(connector: &Connector) -> Result<(Held, u16), String> {
@@ -216,28 +226,19 @@ async fn open_one(connector: &Connector) -> Result<(Held, u16), String> {
     Ok((Held::H1(stream), response.status))
 }
 
-/// A WebSocket on `/ws`: the upgrade answered `101`, then one masked text
-/// message sent and its echo read back whole.
+/// A WebSocket on `/ws`: the upgrade answered `101`, then one text message
+/// sent and its echo read back whole (frames from the lab's `wsframe`).
 async fn open_websocket(connector: &Connector) -> Result<(Held, u16), String> {
     let mut stream = connector.connect().await.map_err(|e| format!("connect: {e}"))?;
-    let upgrade = format!(
-        "GET /ws HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        connector.addr
-    );
-    stream.write_all(upgrade.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+    let upgrade = wsframe::handshake(&connector.addr.to_string(), "/ws", "");
+    stream.write_all(&upgrade).await.map_err(|e| format!("write: {e}"))?;
     let exchange = async {
         let mut buf = Vec::new();
-        let mut chunk = [0u8; 1024];
         let head_end = loop {
             if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break at + 4;
             }
-            let n = stream.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
-            if n == 0 {
-                return Err("closed before the upgrade was answered".to_string());
-            }
-            buf.extend_from_slice(&chunk[..n]);
+            read_more(&mut stream, &mut buf, "the upgrade was answered").await?;
         };
         let status = std::str::from_utf8(&buf[..head_end])
             .ok()
@@ -247,21 +248,16 @@ async fn open_websocket(connector: &Connector) -> Result<(Held, u16), String> {
         if status != 101 {
             return Ok(status);
         }
-        // FIN + text, masked, 4 bytes: "idle" under the mask 1, 2, 3, 4.
-        let mask = [1u8, 2, 3, 4];
-        let mut frame = vec![0x81, 0x80 | 4, 1, 2, 3, 4];
-        frame.extend(b"idle".iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
-        stream.write_all(&frame).await.map_err(|e| format!("write: {e}"))?;
-        let mut echo = buf[head_end..].to_vec();
-        while echo.len() < 6 {
-            let n = stream.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
-            if n == 0 {
-                return Err("closed before the echo".to_string());
+        buf.drain(..head_end);
+        stream.write_all(&wsframe::frame(0x81, b"idle")).await.map_err(|e| format!("write: {e}"))?;
+        let echo = loop {
+            if let Some(f) = wsframe::parse_frame(&buf)? {
+                break (f.fin, f.opcode, f.payload.to_vec());
             }
-            echo.extend_from_slice(&chunk[..n]);
-        }
-        if echo[..6] != [0x81, 4, b'i', b'd', b'l', b'e'] {
-            return Err(format!("unexpected echo frame {:?}", &echo[..6]));
+            read_more(&mut stream, &mut buf, "the echo").await?;
+        };
+        if echo != (true, 0x1, b"idle".to_vec()) {
+            return Err(format!("unexpected echo frame {echo:?}"));
         }
         Ok(101)
     };
@@ -269,4 +265,13 @@ async fn open_websocket(connector: &Connector) -> Result<(Held, u16), String> {
         .await
         .map_err(|_| "no upgrade and echo within 10 s".to_string())??;
     Ok((Held::H1(stream), status))
+}
+
+/// Appends what the next read brings; an error if the server closed
+/// before `what`.
+async fn read_more(stream: &mut Box<dyn Io>, buf: &mut Vec<u8>, what: &str) -> Result<(), String> {
+    if stream.read_buf(buf).await.map_err(|e| format!("read: {e}"))? == 0 {
+        return Err(format!("closed before {what}"));
+    }
+    Ok(())
 }
