@@ -67,7 +67,8 @@ pub struct Config {
     /// slow-read attack of `scripts/slow-attacks` (1,000 such clients,
     /// each sent three 300 KB files), allocating and purging those buffers
     /// cost other clients a quarter of the server's throughput; with
-    /// 128 KiB they keep 96-100% of it, and HttpArena's static profile
+    /// 128 KiB they keep 95-96% of its requests/s and 98-100% of its
+    /// requests per CPU-second, and HttpArena's static profile
     /// is unchanged (68.0-70.4k against 67.2-68.0k requests/s).
     ///
     /// TLS listeners keep the kernel's default for now: on static-h2 (TLS
