@@ -12,6 +12,7 @@ pub use crate::proto::h1::chunked::{ChunkedDecoder, ChunkedError, Progress};
 pub use crate::proto::h1::parse::{
     header_slots, parse_head, Framing, Head, HeadLimits, HeaderSlots, ParseError, MAX_HEADERS_CAP,
 };
+pub use crate::proto::h2::hpack::{Decoder, Encoder, HpackError};
 
 use std::rc::Rc;
 

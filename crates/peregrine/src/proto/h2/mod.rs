@@ -36,6 +36,10 @@
 mod activity;
 mod body;
 mod connect;
+// Not wired into the connection yet: the own HTTP/2 server will use it.
+#[allow(dead_code, unused_imports)]
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+pub(crate) mod hpack;
 mod respond;
 mod rewind;
 mod settings;
