@@ -63,6 +63,10 @@ pub(crate) const REQUEST_TIMEOUT: Canned<'static> =
 /// `413` for a body over the route's limit.
 pub(crate) const BODY_TOO_LARGE: Canned<'static> =
     Canned::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+/// `431` for an HTTP/2 request whose decoded header list is over the
+/// limit (`SETTINGS_MAX_HEADER_LIST_SIZE`).
+pub(crate) const HEADERS_TOO_LARGE: Canned<'static> =
+    Canned::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "request header fields too large");
 /// `500` for a handler that panicked.
 pub(crate) const HANDLER_PANICKED: Canned<'static> =
     Canned::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error");

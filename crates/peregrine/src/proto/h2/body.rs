@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use h2::RecvStream;
+use super::handle::RecvStream;
 
 use super::activity::Activity;
 use crate::body::{BodySource, Pieces, ReadFuture, Refused};
@@ -54,7 +54,7 @@ fn append(recv: &mut RecvStream, body: &mut Vec<u8>, data: &[u8], limit: u64) ->
         return Err(Refused::TooLarge);
     }
     body.extend_from_slice(data);
-    let _ = recv.flow_control().release_capacity(data.len());
+    recv.release_capacity(data.len());
     Ok(())
 }
 
@@ -121,7 +121,7 @@ impl StreamedBody {
         };
         let n = self.pieces.read(buf, next).await?;
         // Only what the handler took opens the window again.
-        let _ = self.recv.borrow_mut().flow_control().release_capacity(n);
+        self.recv.borrow_mut().release_capacity(n);
         Ok(n)
     }
 }

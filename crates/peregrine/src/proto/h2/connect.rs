@@ -1,9 +1,9 @@
 //! Extended `CONNECT` (RFC 8441): a WebSocket bootstrapped on one HTTP/2
 //! stream, served by the same route and handler as over HTTP/1.1.
 //!
-//! The server announces `SETTINGS_ENABLE_CONNECT_PROTOCOL` (`settings.rs`),
-//! so `h2` accepts a `CONNECT` with a `:protocol` pseudo-header (and
-//! `:scheme`, `:path`, `:authority`), and gives it here:
+//! The server announces `SETTINGS_ENABLE_CONNECT_PROTOCOL` (`core.rs`), so
+//! a `CONNECT` with a `:protocol` pseudo-header (and `:scheme`, `:path`,
+//! `:authority`) is a well-formed request, and comes here:
 //! - `:protocol` other than `websocket`: `501` (no such protocol is
 //!   implemented here; the request itself is well formed).
 //! - `websocket`: routed as the `GET` it stands for (§5), with no body
@@ -11,7 +11,7 @@
 //!   and middleware see method `GET`, version HTTP/2 and, first among the
 //!   fields, `:protocol: websocket`, which is how the WebSocket extractor
 //!   tells it from a plain `GET`: a field name with a colon cannot arrive
-//!   any other way (HTTP/1.1's parser and `h2` refuse it, and middleware
+//!   any other way (HTTP/1.1's parser and `head.rs` refuse it, and middleware
 //!   can only set token names).
 //!
 //! The answer:
@@ -34,13 +34,11 @@ use std::future::poll_fn;
 use std::pin::pin;
 use std::rc::Rc;
 
-use bytes::Bytes;
 use futures_util::future::select;
-use h2::server::SendResponse;
-use h2::RecvStream;
-use http::request::Parts;
 
-use super::stream::{fields, until_reset};
+use super::handle::{RecvStream, SendResponse};
+use super::head::RequestHead;
+use super::stream::until_reset;
 use super::tunnel::Tunnel;
 use super::{respond, Shared};
 use crate::http::uri;
@@ -55,28 +53,23 @@ use crate::worker::timer::ConnTimer;
 /// The one protocol an extended `CONNECT` can ask for here.
 const WEBSOCKET: &str = "websocket";
 
-/// Whether `request` is an extended `CONNECT` (it has `:protocol`).
-pub(super) fn is_extended<B>(request: &http::Request<B>) -> bool {
-    request.method() == http::Method::CONNECT && request.extensions().get::<h2::ext::Protocol>().is_some()
-}
-
 /// Serves the extended `CONNECT` that opened this stream.
 pub(super) async fn serve<S: 'static>(
-    parts: Parts,
+    head: RequestHead,
     recv: RecvStream,
-    mut respond: SendResponse<Bytes>,
+    mut respond: SendResponse,
     shared: Rc<Shared<S>>,
 ) {
     let activity = &shared.activity;
     let _open = activity.open_stream();
-    let protocol = parts.extensions.get::<h2::ext::Protocol>().map_or("", |p| p.as_str());
+    let protocol = head.protocol().unwrap_or("");
     if !protocol.eq_ignore_ascii_case(WEBSOCKET) {
         drop(recv);
         let refusal = Response::canned(canned::UNKNOWN_CONNECT_PROTOCOL);
         respond::send_at_once(&mut respond, refusal, false, &shared.stamp());
         return;
     }
-    let req = as_get(&parts, protocol, shared.peer);
+    let req = as_get(&head, protocol, shared.peer);
     let response = if let Some(why) = uri::path_error(req.path().as_bytes()) {
         Some(Response::canned(canned::Canned::bad_request(why)))
     } else {
@@ -87,8 +80,8 @@ pub(super) async fn serve<S: 'static>(
     match response.take_upgrade() {
         Some(on_upgrade) => tunnel(response, on_upgrade, recv, respond, &shared).await,
         None => {
-            // Nobody reads the stream: dropping it tells `h2` to refuse
-            // the rest once the answer is sent.
+            // Nobody reads the stream: dropping it refuses the rest once
+            // the answer is sent.
             drop(recv);
             if response.status_code().as_u16() / 100 == 2 {
                 response = Response::canned(canned::NOT_A_TUNNEL);
@@ -104,7 +97,7 @@ async fn tunnel<S: 'static>(
     response: Response,
     on_upgrade: OnUpgrade,
     recv: RecvStream,
-    mut respond: SendResponse<Bytes>,
+    mut respond: SendResponse,
     shared: &Rc<Shared<S>>,
 ) {
     let Some(send) = respond::send_tunnel_head(&mut respond, &response, &shared.stamp()) else {
@@ -137,10 +130,10 @@ async fn tunnel<S: 'static>(
 
 /// The `GET` an extended `CONNECT` stands for, with its `:protocol` first
 /// among the fields.
-fn as_get(parts: &Parts, protocol: &str, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
+fn as_get(head: &RequestHead, protocol: &str, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
     let headers = std::iter::once((":protocol", protocol.as_bytes()))
-        .chain(fields(&parts.uri, &parts.headers))
+        .chain(head.fields())
         .map(|(name, value)| (name.into(), value.into()))
         .collect();
-    OwnedRequest::from_parts(peer, "GET", parts.uri.path(), parts.uri.query(), Version::Http2, headers)
+    OwnedRequest::from_parts(peer, "GET", head.path(), head.query(), Version::Http2, headers)
 }

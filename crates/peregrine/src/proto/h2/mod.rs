@@ -1,10 +1,12 @@
-//! HTTP/2 (RFC 9113): the connection driver over the `h2` crate, which owns
-//! the codec (frames, HPACK with its dynamic table and Huffman coding),
-//! stream states and flow-control bookkeeping.
+//! HTTP/2 (RFC 9113): the server's own implementation. `frame.rs` and
+//! `hpack/` are the pure codecs (fuzzed), `core.rs` the connection's state
+//! without I/O (streams, flow control, SETTINGS, limits; why not the `h2`
+//! crate is measured there), `handle.rs` the handles stream tasks hold,
+//! and this module the driver: one task per connection that reads,
+//! feeds the core, answers and writes.
 //!
-//! One connection is one task that drives the `h2` connection and accepts
-//! streams. A request that came whole to a synchronous handler is answered
-//! right there; any other stream becomes a task of its own on the same
+//! A request that came whole to a synchronous handler is answered right
+//! there, in the connection's task; any other stream becomes a task of its own on the same
 //! worker, which turns the stream into an [`OwnedRequest`](crate::OwnedRequest),
 //! runs it through the protocol-neutral [pipeline](crate::pipeline) and
 //! sends the [`Response`](crate::Response) back (`stream.rs`). Router,
@@ -16,11 +18,11 @@
 //!   capacity back only as the handler consumes bytes (`body.rs`).
 //! - Response bodies stream with real backpressure: each chunk waits for
 //!   window capacity before the next is asked for (`respond.rs`).
-//! - Limits (`settings.rs`): concurrent streams, header list size (the
+//! - Limits (`core.rs`): concurrent streams, header list size (the
 //!   HPACK bomb and CONTINUATION flood), reset-stream budgets (rapid
-//!   reset), send buffer, windows. `h2` itself bounds PING and SETTINGS
-//!   floods (one pending acknowledgement, written before more is read) and
-//!   empty or tiny DATA frames.
+//!   reset), send buffer, windows, empty DATA frames; PING and SETTINGS
+//!   floods stall on their own acknowledgements (no input is read while
+//!   the output is over its high-water mark).
 //! - Deadlines go through the worker's [`ConnTimer`] (`activity.rs`): the
 //!   preface, handshake and first request head have the header timeout, a
 //!   connection without streams the idle timeout, and one whose open
@@ -36,36 +38,36 @@
 mod activity;
 mod body;
 mod connect;
-// Not wired into the connection yet: the own HTTP/2 server will use it.
-#[allow(dead_code, unused_imports)]
+mod core;
+mod frame;
+mod handle;
+mod head;
 #[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
 pub(crate) mod hpack;
 mod respond;
 mod rewind;
-mod settings;
 mod stream;
 mod tunnel;
 
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
-
-use bytes::Bytes;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::router::Router;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::{Registration, Worker};
 use activity::Activity;
+use self::core::Core;
 pub(crate) use rewind::Rewind;
 pub(crate) use tunnel::Tunnel;
-// HTTP/3 maps requests and responses to `http` types by the same rules.
-#[cfg(feature = "http3")]
-pub(crate) use respond::head as response_head;
-#[cfg(feature = "http3")]
-pub(crate) use stream::fields as request_fields;
 
 /// The start of the client connection preface (RFC 9113 §3.4). On a port
 /// that also speaks HTTP/1.1, a connection whose first bytes are these is
@@ -102,6 +104,7 @@ struct Shared<S: 'static> {
     worker: Rc<Worker>,
     router: Rc<Router<S>>,
     activity: Rc<Activity>,
+    core: Rc<RefCell<Core>>,
     /// `Alt-Svc` for this connection's responses (TLS connections of a
     /// server with an HTTP/3 listener).
     alt_svc: Option<http::HeaderValue>,
@@ -110,8 +113,24 @@ struct Shared<S: 'static> {
 impl<S: 'static> Shared<S> {
     /// The fields the server adds to a response head now.
     fn stamp(&self) -> respond::Stamp<'_> {
-        respond::Stamp { date: self.worker.date(), alt_svc: self.alt_svc.as_ref() }
+        respond::Stamp { date: self.worker.date(), alt_svc: self.alt_svc.as_ref().map(|v| v.as_bytes()) }
     }
+}
+
+/// Read buffer growth: room for at least this much before each read.
+const READ_ROOM: usize = 16 * 1024;
+/// Slices gathered for one vectored write.
+const WRITE_SLICES: usize = 64;
+
+/// What woke the connection task.
+enum Event {
+    /// Input arrived (or whole frames are still waiting in the buffer).
+    Input,
+    /// The server began shutting down.
+    Shutdown,
+    /// The connection is done: closed by the client, failed, or finished
+    /// after GOAWAY.
+    Done,
 }
 
 /// Serves one HTTP/2 connection until it closes. `io` starts with the
@@ -137,96 +156,152 @@ pub(crate) async fn serve<T, S>(
     if !read_preface(&mut io).await {
         // Not HTTP/2: close without a word (RFC 9113 §3.4), draining
         // what was sent so the close is not a reset.
-        let _ = io.shutdown().await;
-        let mut sink = [0u8; 1024];
-        let drain = async { while matches!(io.read(&mut sink).await, Ok(n) if n > 0) {} };
-        let _ = tokio::time::timeout(PREFACE_DRAIN, drain).await;
+        close_draining(&mut io).await;
         return;
     }
-    let io = Rewind::new(Bytes::from_static(PREFACE), io);
-    let handshake = settings::builder(&worker.config.http2).handshake::<_, Bytes>(io);
-    let mut conn = match handshake.await {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::debug!(error = %e, "HTTP/2 handshake failed");
-            return;
-        }
-    };
+    let core = Rc::new(RefCell::new(Core::new(&worker.config.http2)));
     let shared = Rc::new(Shared {
         peer,
         worker: Rc::clone(&worker),
         router,
         activity: Rc::new(Activity::new(Rc::clone(&worker), timer)),
+        core: Rc::clone(&core),
         alt_svc: if tls { worker.alt_svc.clone() } else { None },
     });
     // The header timeout armed before the preface stays until the first
     // stream: a client must send its first request head within it.
 
+    let mut input = BytesMut::with_capacity(READ_ROOM);
+    let mut batch = Vec::new();
     let mut draining = false;
     let shutdown = worker.shutdown_begun();
     tokio::pin!(shutdown);
-    let mut ready = Vec::new();
     loop {
-        let next = if draining {
-            accept_ready(&mut conn, &mut ready).await
-        } else {
-            tokio::select! {
-                biased;
-                () = &mut shutdown => {
-                    // GOAWAY now; streams in flight finish, then `accept`
-                    // ends.
-                    conn.graceful_shutdown();
-                    draining = true;
-                    continue;
-                }
-                next = accept_ready(&mut conn, &mut ready) => next,
+        {
+            let mut core = core.borrow_mut();
+            core.receive(&mut input);
+            core.take_accepted(&mut batch);
+        }
+        for accepted in batch.drain(..) {
+            stream::accept(accepted, &shared);
+        }
+        let event = poll_fn(|cx| drive(cx, &mut io, &core, &mut input, &mut shutdown, draining)).await;
+        match event {
+            Event::Input => {}
+            Event::Shutdown => {
+                // GOAWAY now; streams in flight finish, then the
+                // connection ends.
+                core.borrow_mut().go_away();
+                draining = true;
             }
-        };
-        match next {
-            Some(Ok(())) => {
-                for (request, respond) in ready.drain(..) {
-                    if let Some((request, respond, taken)) = stream::answer_whole(request, respond, &shared) {
-                        tokio::task::spawn_local(stream::serve(request, respond, taken, Rc::clone(&shared)));
-                    }
-                }
+            Event::Done => break,
+        }
+    }
+    let failed = core.borrow().error().is_some();
+    // Every stream still open fails; their tasks end.
+    core.borrow_mut().close();
+    if failed {
+        close_draining(&mut io).await;
+    } else {
+        let _ = io.shutdown().await;
+    }
+}
+
+/// Closes the connection, draining what the client still sends for a
+/// moment so the close is not a reset (which could destroy the GOAWAY or
+/// response the client has not read yet).
+/// The drain is bounded in bytes too: a client flooding the connection
+/// (which is often why it failed) is not read on.
+async fn close_draining<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) {
+    let _ = io.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        let mut left = DRAIN_BYTES;
+        while left > 0 {
+            match io.read(&mut sink).await {
+                Ok(n) if n > 0 => left = left.saturating_sub(n),
+                _ => return,
             }
-            Some(Err(e)) => {
-                // `h2` has sent GOAWAY with the reason, where the socket
-                // still takes it.
-                tracing::debug!(error = %e, "HTTP/2 connection ended with an error");
-                return;
+        }
+    };
+    let _ = tokio::time::timeout(PREFACE_DRAIN, drain).await;
+}
+
+/// The most a closing connection reads from its client.
+const DRAIN_BYTES: usize = 256 * 1024;
+
+/// One turn of the connection: writes what is queued, then waits for
+/// input, a stream task's output, or the shutdown.
+fn drive<T, F>(
+    cx: &mut Context<'_>,
+    io: &mut T,
+    core: &RefCell<Core>,
+    input: &mut BytesMut,
+    shutdown: &mut Pin<&mut F>,
+    draining: bool,
+) -> Poll<Event>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+    F: std::future::Future<Output = ()>,
+{
+    let mut core = core.borrow_mut();
+    core.register(cx.waker());
+    loop {
+        core.dirty = false;
+        let had_output = !core.out.is_empty();
+        while !core.out.is_empty() {
+            let mut slices = [IoSlice::new(&[]); WRITE_SLICES];
+            let n = core.out.slices(&mut slices);
+            match Pin::new(&mut *io).poll_write_vectored(cx, &slices[..n]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Event::Done),
+                Poll::Ready(Ok(written)) => core.out.advance(written),
+                Poll::Pending => break,
             }
-            None => return,
+        }
+        if had_output && core.out.is_empty() {
+            // TLS holds the last record until flushed.
+            match Pin::new(&mut *io).poll_flush(cx) {
+                Poll::Ready(Err(_)) => return Poll::Ready(Event::Done),
+                Poll::Ready(Ok(())) | Poll::Pending => {}
+            }
+        }
+        if core.has_capacity_waiters() {
+            core.wake_capacity();
+        }
+        if core.out.is_empty() && (core.error().is_some() || core.finished()) {
+            return Poll::Ready(Event::Done);
+        }
+        if core.wants_input() && whole_frame(input) {
+            return Poll::Ready(Event::Input);
+        }
+        if !draining && shutdown.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Event::Shutdown);
+        }
+        if core.wants_input() {
+            if input.capacity() - input.len() < READ_ROOM / 4 {
+                input.reserve(READ_ROOM);
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, input) {
+                // The client closed the connection (or it failed).
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(Event::Done),
+                Poll::Ready(Ok(_)) => return Poll::Ready(Event::Input),
+                Poll::Pending => {}
+            }
+        }
+        // A stream task woken by this turn's wakes may already have queued
+        // more; it wakes this task again, so nothing is missed by waiting.
+        if !core.dirty {
+            return Poll::Pending;
         }
     }
 }
 
-/// A stream `h2` accepted: its request and the handle that answers it.
-type Accepted = (http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>);
-
-/// Waits for streams, then takes every one the connection has ready into
-/// `ready` (`Some(Ok(()))`). Taking them all before answering any matters:
-/// `h2` writes out what is queued each time it is polled, so a response
-/// answered between two accepts would leave in a write of its own (one
-/// per request on h2load's 100-stream batches, where taking them all lets
-/// one write carry them).
-async fn accept_ready<T>(
-    conn: &mut h2::server::Connection<T, Bytes>,
-    ready: &mut Vec<Accepted>,
-) -> Option<Result<(), h2::Error>>
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    std::future::poll_fn(|cx| loop {
-        match conn.poll_accept(cx) {
-            Poll::Ready(Some(Ok(accepted))) => ready.push(accepted),
-            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-            // What was taken is answered first; the next call sees the end,
-            // or waits, again.
-            _ if !ready.is_empty() => return Poll::Ready(Some(Ok(()))),
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => return Poll::Pending,
-        }
-    })
-    .await
+/// Whether `input` holds a whole frame (or at least a frame header the
+/// core will judge).
+fn whole_frame(input: &BytesMut) -> bool {
+    if input.len() < frame::HEADER_LEN {
+        return false;
+    }
+    let len = (usize::from(input[0]) << 16) | (usize::from(input[1]) << 8) | usize::from(input[2]);
+    input.len() >= frame::HEADER_LEN + len
 }

@@ -2,7 +2,7 @@
 //! the body as DATA frames within the flow-control windows, the trailers
 //! (if any) as the closing HEADERS frame.
 //!
-//! A small in-memory body is handed to `h2` at once (it fits the initial
+//! A small in-memory body is queued at once (it fits the initial
 //! window, so it leaves in the same write as the head). Larger bodies and
 //! streamed ones go out piece by piece, each piece waiting for window
 //! capacity, and a stream's next chunk is asked for only when the one
@@ -13,7 +13,7 @@
 //! A static file's body ([`FileRange`]) is never read whole: each piece,
 //! at most [`FILE_CHUNK`] bytes, is read with `pread` only once the stream
 //! has been granted capacity for it, into a buffer whose memory comes back
-//! for the next piece once `h2` has written the one before. Measured on
+//! for the next piece once the connection has written the one before. Measured on
 //! static-h2 (`scripts/h2-bench`'s profile: files of 3 to 300 KB, 64
 //! connections x 32 streams, one worker, loaded machine): reading whole
 //! files into a fresh zeroed `Vec` per request peaked at 186 MB RSS, pieces
@@ -30,11 +30,11 @@ use std::pin::pin;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
-use h2::server::SendResponse;
-use h2::SendStream;
-use http::header::{HeaderMap, HeaderName, HeaderValue, ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 
 use super::activity::Activity;
+use super::frame::Reason;
+use super::handle::{SendResponse, SendStream, StreamError};
+use super::hpack::Encoder;
 use crate::http::date::DateBlock;
 use crate::response::canned;
 use crate::response::{BodyStream, FileRange, Response, Trailers};
@@ -48,51 +48,126 @@ const FILE_CHUNK: usize = 32 * 1024;
 
 /// Headers HTTP/2 forbids (RFC 9113 §8.2.2); the server writes none of them
 /// itself, and drops a handler's rather than break the stream.
-fn connection_specific(name: &str) -> bool {
-    ["keep-alive", "proxy-connection", "upgrade", "te"].iter().any(|h| name.eq_ignore_ascii_case(h))
+fn connection_specific(name: &[u8]) -> bool {
+    [&b"keep-alive"[..], b"proxy-connection", b"upgrade", b"te", b"connection", b"transfer-encoding"]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
 }
 
-/// Adds `(name, value)` pairs that passed the response's header checks.
-/// Returns `false` if one is still not a valid HTTP/2 field.
-fn add_fields<'h>(map: &mut HeaderMap, fields: impl Iterator<Item = (&'h str, &'h str)>) -> bool {
-    for (name, value) in fields {
-        if connection_specific(name) {
-            continue;
-        }
-        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
-            (Ok(name), Ok(value)) => {
-                map.append(name, value);
-            }
-            _ => return false,
-        }
+/// Whether `value` is a field value (RFC 9110 §5.5): visible characters,
+/// spaces, tabs and obs-text, no other control character.
+fn valid_value(value: &[u8]) -> bool {
+    value.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80)
+}
+
+/// Whether `name` is a field name HTTP/2 can carry (a token; lowercased
+/// when sent).
+fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && name.iter().all(|&b| b > 0x20 && b < 0x7f && b != b':')
+}
+
+/// Field names longer than this are lowercased on the heap.
+const SHORT_NAME: usize = 64;
+
+/// Encodes one handler field, its name in lowercase as HTTP/2 requires.
+/// `false` if it is not a valid field (a name that is not a token, a
+/// value with CR, LF or NUL).
+fn encode_field(enc: &mut Encoder, dst: &mut Vec<u8>, name: &str, value: &str) -> bool {
+    let name = name.as_bytes();
+    if !valid_name(name) || !valid_value(value.as_bytes()) {
+        return false;
+    }
+    if connection_specific(name) {
+        return true;
+    }
+    if !name.iter().any(u8::is_ascii_uppercase) {
+        enc.field(name, value.as_bytes(), dst);
+    } else if name.len() <= SHORT_NAME {
+        let mut lower = [0u8; SHORT_NAME];
+        lower[..name.len()].copy_from_slice(name);
+        lower[..name.len()].make_ascii_lowercase();
+        enc.field(&lower[..name.len()], value.as_bytes(), dst);
+    } else {
+        enc.field(&name.to_ascii_lowercase(), value.as_bytes(), dst);
     }
     true
 }
 
-/// The response head: status, `server`, `content-type`, the handler's
-/// headers, `date` and, for a body in memory, `content-length`.
-pub(crate) fn head(
+/// What the server adds to every response head of a connection: the
+/// `Date`, and on TLS connections of a server with an HTTP/3 listener the
+/// `Alt-Svc` that advertises it.
+pub(super) struct Stamp<'a> {
+    pub(super) date: DateBlock,
+    pub(super) alt_svc: Option<&'a [u8]>,
+}
+
+impl Stamp<'_> {
+    fn encode(&self, enc: &mut Encoder, dst: &mut Vec<u8>) {
+        // The block is `Date: <29 bytes>\r\n\r\n`.
+        enc.field(b"date", &self.date[6..35], dst);
+        if let Some(alt_svc) = self.alt_svc {
+            enc.field(b"alt-svc", alt_svc, dst);
+        }
+    }
+}
+
+/// Encodes the response head: status, `server`, `content-type`, the
+/// handler's headers, `date` and, for a body in memory, `content-length`.
+/// `false` if a header cannot be carried by HTTP/2.
+fn encode_head(
+    enc: &mut Encoder,
+    dst: &mut Vec<u8>,
     response: &Response,
-    date: &DateBlock,
+    stamp: &Stamp<'_>,
     length: Option<usize>,
-) -> Option<http::Response<()>> {
-    let mut head = http::Response::new(());
-    *head.status_mut() = http::StatusCode::from(response.status_code());
-    let headers = head.headers_mut();
-    headers.insert(SERVER, HeaderValue::from_static("peregrine"));
+) -> bool {
+    enc.status(response.status_code().as_u16(), dst);
+    enc.field(b"server", b"peregrine", dst);
     let content_type = response.header_value("content-type").unwrap_or(crate::response::TEXT_UTF8);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_str(content_type).ok()?);
-    if !add_fields(headers, response.headers()) {
-        return None;
+    if !encode_field(enc, dst, "content-type", content_type) {
+        return false;
     }
-    // The block is `Date: <29 bytes>\r\n\r\n`.
-    if let Ok(value) = HeaderValue::from_bytes(&date[6..35]) {
-        headers.insert(DATE, value);
+    for (name, value) in response.headers() {
+        if !encode_field(enc, dst, name, value) {
+            return false;
+        }
     }
+    stamp.encode(enc, dst);
     if let Some(length) = length {
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+        enc.field(b"content-length", itoa_buf(length).as_bytes(), dst);
     }
-    Some(head)
+    true
+}
+
+/// A small decimal for `content-length`.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa_buf(mut n: usize) -> Digits {
+    let mut d = Digits { buf: [0; 20], start: 20 };
+    loop {
+        d.start -= 1;
+        d.buf[d.start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return d;
+        }
+    }
+}
+
+/// Whether a response's headers can all be carried by HTTP/2.
+fn head_is_valid(response: &Response) -> bool {
+    let ok = |name: &str, value: &str| valid_name(name.as_bytes()) && valid_value(value.as_bytes());
+    ok("content-type", response.header_value("content-type").unwrap_or(crate::response::TEXT_UTF8))
+        && response.headers().all(|(n, v)| ok(n, v))
 }
 
 /// Whether sending `response` can wait for window capacity: a streamed
@@ -102,29 +177,29 @@ pub(super) fn needs_pacing(response: &Response) -> bool {
     response.is_streaming() || response.has_file() || response.body().len() > QUEUE_WHOLE
 }
 
-/// The head for `response`; or, when a header cannot be carried by
-/// HTTP/2, `None` after answering the stream with a `500` instead (small:
-/// queued at once).
-fn head_or_refuse(
-    respond: &mut SendResponse<Bytes>,
+/// Sends the head of `response`; or, when a header cannot be carried by
+/// HTTP/2, answers the stream with a `500` instead (small: queued at once)
+/// and gives `None`.
+fn send_head(
+    respond: &mut SendResponse,
     response: &Response,
     stamp: &Stamp<'_>,
     length: Option<usize>,
-) -> Option<http::Response<()>> {
-    let date = &stamp.date;
-    if let Some(mut head) = head(response, date, length) {
-        if let Some(alt_svc) = stamp.alt_svc {
-            head.headers_mut().insert(ALT_SVC, alt_svc.clone());
-        }
-        return Some(head);
+    end_stream: bool,
+) -> Option<SendStream> {
+    if head_is_valid(response) {
+        return respond.send_response(end_stream, |enc, dst| {
+            encode_head(enc, dst, response, stamp, length);
+        })
+        .ok();
     }
     tracing::error!("refusing a response with a header HTTP/2 cannot carry");
     let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
-    // The `500` has only fixed headers, so its head always builds.
-    if let Some(head) = head(&canned, date, Some(canned.body().len())) {
-        if let Ok(mut send) = respond.send_response(head, false) {
-            let _ = send.send_data(Bytes::copy_from_slice(canned.body()), true);
-        }
+    let body = canned.body();
+    if let Ok(mut send) = respond.send_response(false, |enc, dst| {
+        encode_head(enc, dst, &canned, stamp, Some(body.len()));
+    }) {
+        let _ = send.send_data(Bytes::copy_from_slice(body), true);
     }
     None
 }
@@ -135,54 +210,37 @@ fn head_or_refuse(
 /// open. `None` after answering `500` instead, when a header cannot be
 /// carried by HTTP/2, or when the client is gone.
 pub(super) fn send_tunnel_head(
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     response: &Response,
     stamp: &Stamp<'_>,
-) -> Option<SendStream<Bytes>> {
-    let mut head = http::Response::new(());
-    let headers = head.headers_mut();
-    headers.insert(SERVER, HeaderValue::from_static("peregrine"));
-    if !add_fields(headers, response.headers()) {
+) -> Option<SendStream> {
+    if !head_is_valid(response) {
         tracing::error!("refusing a response with a header HTTP/2 cannot carry");
         send_at_once(respond, Response::canned(canned::INVALID_RESPONSE_HEADER), false, stamp);
         return None;
     }
-    // The block is `Date: <29 bytes>\r\n\r\n`.
-    if let Ok(value) = HeaderValue::from_bytes(&stamp.date[6..35]) {
-        headers.insert(DATE, value);
-    }
-    if let Some(alt_svc) = stamp.alt_svc {
-        headers.insert(ALT_SVC, alt_svc.clone());
-    }
-    respond.send_response(head, false).ok()
-}
-
-/// What the server adds to every response head of a connection: the
-/// `Date`, and on TLS connections of a server with an HTTP/3 listener the
-/// `Alt-Svc` that advertises it.
-pub(super) struct Stamp<'a> {
-    pub(super) date: DateBlock,
-    pub(super) alt_svc: Option<&'a HeaderValue>,
+    respond
+        .send_response(false, |enc, dst| {
+            enc.status(200, dst);
+            enc.field(b"server", b"peregrine", dst);
+            for (name, value) in response.headers() {
+                if !name.eq_ignore_ascii_case("content-length") {
+                    encode_field(enc, dst, name, value);
+                }
+            }
+            stamp.encode(enc, dst);
+        })
+        .ok()
 }
 
 /// Sends a response that does not [need pacing](needs_pacing): every
 /// frame is queued now, nothing waits. `head_only` for `HEAD`.
-pub(super) fn send_at_once(
-    respond: &mut SendResponse<Bytes>,
-    mut response: Response,
-    head_only: bool,
-    date: &Stamp<'_>,
-) {
+pub(super) fn send_at_once(respond: &mut SendResponse, mut response: Response, head_only: bool, stamp: &Stamp<'_>) {
     debug_assert!(!needs_pacing(&response));
     let body = response.take_body();
     let trailers = response.take_trailers();
-    let Some(head) = head_or_refuse(respond, &response, date, Some(body.len())) else { return };
-    if head_only {
-        let _ = respond.send_response(head, true);
-        return;
-    }
-    let ends_with_head = body.is_empty() && trailers.is_empty();
-    let Ok(mut send) = respond.send_response(head, ends_with_head) else { return };
+    let ends_with_head = head_only || (body.is_empty() && trailers.is_empty());
+    let Some(mut send) = send_head(respond, &response, stamp, Some(body.len()), ends_with_head) else { return };
     if ends_with_head {
         return;
     }
@@ -196,14 +254,14 @@ pub(super) fn send_at_once(
 /// Sends `response` on the stream `respond` answers. `head_only` for
 /// `HEAD`: the head with the body's length, no body.
 pub(super) async fn send(
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     mut response: Response,
     head_only: bool,
-    date: &Stamp<'_>,
+    stamp: &Stamp<'_>,
     activity: &Activity,
 ) {
     if !needs_pacing(&response) {
-        return send_at_once(respond, response, head_only, date);
+        return send_at_once(respond, response, head_only, stamp);
     }
     let stream = response.take_stream();
     let file = response.take_file();
@@ -214,50 +272,37 @@ pub(super) async fn send(
         (None, Some(file)) => usize::try_from(file.len).ok(),
         (None, None) => Some(body.len()),
     };
-    let Some(head) = head_or_refuse(respond, &response, date, length) else { return };
     if head_only {
-        let _ = respond.send_response(head, true);
+        send_head(respond, &response, stamp, length, true);
         return;
     }
     if let (None, Some(file)) = (&stream, file) {
         let ends_with_head = file.len == 0 && trailers.is_empty();
-        let Ok(mut send) = respond.send_response(head, ends_with_head) else { return };
+        let Some(mut send) = send_head(respond, &response, stamp, length, ends_with_head) else { return };
         let trailers_follow = !trailers.is_empty();
-        if !ends_with_head
-            && send_file(&mut send, file, trailers_follow, activity).await.is_ok()
-            && trailers_follow
-        {
+        if !ends_with_head && send_file(&mut send, file, trailers_follow, activity).await.is_ok() && trailers_follow {
             finish(&mut send, trailers);
         }
         return;
     }
     match stream {
         Some(stream) => {
-            let Ok(mut send) = respond.send_response(head, false) else { return };
+            let Some(mut send) = send_head(respond, &response, stamp, length, false) else { return };
             if send_stream(&mut send, stream, activity).await.is_ok() {
                 finish(&mut send, trailers);
             }
         }
-        None if trailers.is_empty() => send_whole(respond, head, body, activity).await,
         None => {
-            let Ok(mut send) = respond.send_response(head, false) else { return };
-            if send_data(&mut send, into_bytes(body), false, activity).await.is_ok() {
+            let ends_with_head = body.is_empty() && trailers.is_empty();
+            let Some(mut send) = send_head(respond, &response, stamp, length, ends_with_head) else { return };
+            if ends_with_head {
+                return;
+            }
+            let trailers_follow = !trailers.is_empty();
+            if send_data(&mut send, into_bytes(body), !trailers_follow, activity).await.is_ok() && trailers_follow {
                 finish(&mut send, trailers);
             }
         }
-    }
-}
-
-/// A head and a body in memory, ending the stream.
-async fn send_whole(
-    respond: &mut SendResponse<Bytes>,
-    head: http::Response<()>,
-    body: Cow<'static, [u8]>,
-    activity: &Activity,
-) {
-    let Ok(mut send) = respond.send_response(head, body.is_empty()) else { return };
-    if !body.is_empty() {
-        let _ = send_data(&mut send, into_bytes(body), true, activity).await;
     }
 }
 
@@ -270,29 +315,30 @@ fn into_bytes(body: Cow<'static, [u8]>) -> Bytes {
 
 /// Ends the stream, with the trailers if there are any (computed ones
 /// computed now that the body is sent).
-fn finish(send: &mut SendStream<Bytes>, trailers: Trailers) {
+fn finish(send: &mut SendStream, trailers: Trailers) {
     let trailers = trailers.finish();
     if trailers.is_empty() {
         let _ = send.send_data(Bytes::new(), true);
         return;
     }
-    let mut map = HeaderMap::with_capacity(trailers.len());
-    if add_fields(&mut map, trailers.iter().map(|(n, v)| (n.as_ref(), v.as_ref()))) {
-        let _ = send.send_trailers(map);
-    } else {
-        // The body is sent: a reset is how the client learns it failed.
-        send.send_reset(h2::Reason::INTERNAL_ERROR);
+    let mut fields = Vec::with_capacity(trailers.len());
+    for (name, value) in &trailers {
+        let (name, value) = (name.as_bytes(), value.as_bytes());
+        if !valid_name(name) || !valid_value(value) {
+            // The body is sent: a reset is how the client learns it failed.
+            send.send_reset(Reason::INTERNAL_ERROR);
+            return;
+        }
+        if !connection_specific(name) {
+            fields.push((name.to_ascii_lowercase(), value.to_vec()));
+        }
     }
+    let _ = send.send_trailers(fields);
 }
 
 /// Sends a body in memory: small at once, large piece by piece as the
 /// windows open.
-async fn send_data(
-    send: &mut SendStream<Bytes>,
-    data: Bytes,
-    end: bool,
-    activity: &Activity,
-) -> Result<(), h2::Error> {
+async fn send_data(send: &mut SendStream, data: Bytes, end: bool, activity: &Activity) -> Result<(), StreamError> {
     if data.len() <= QUEUE_WHOLE {
         return send.send_data(data, end);
     }
@@ -300,23 +346,11 @@ async fn send_data(
 }
 
 /// Sends `data` piece by piece, each piece once the windows and the
-/// stream's send buffer have room for it.
-async fn send_paced(
-    send: &mut SendStream<Bytes>,
-    mut data: Bytes,
-    end: bool,
-    activity: &Activity,
-) -> Result<(), h2::Error> {
+/// connection's send buffer have room for it.
+async fn send_paced(send: &mut SendStream, mut data: Bytes, end: bool, activity: &Activity) -> Result<(), StreamError> {
     while !data.is_empty() {
-        send.reserve_capacity(data.len());
-        let granted = match poll_fn(|cx| send.poll_capacity(cx)).await {
-            Some(granted) => granted?,
-            // The stream closed (the client reset it).
-            None => return Err(h2::Error::from(h2::Reason::CANCEL)),
-        };
-        if granted == 0 {
-            continue;
-        }
+        let want = data.len();
+        let granted = poll_fn(|cx| send.poll_capacity(want, cx)).await?;
         activity.progress(granted);
         let piece = data.split_to(granted.min(data.len()));
         send.send_data(piece, end && data.is_empty())?;
@@ -329,41 +363,28 @@ async fn send_paced(
 /// A file that turns out shorter than its head said (it shrank), or fails
 /// to read, resets the stream: the client sees an error, not a body that
 /// ends early and looks whole.
-async fn send_file(
-    send: &mut SendStream<Bytes>,
-    file: FileRange,
-    trailers_follow: bool,
-    activity: &Activity,
-) -> Result<(), ()> {
+async fn send_file(send: &mut SendStream, file: FileRange, trailers_follow: bool, activity: &Activity) -> Result<(), ()> {
     let mut buf = BytesMut::new();
     let mut offset = file.offset;
     let end = file.offset + file.len;
     while offset < end {
         let left = (end - offset).min(FILE_CHUNK as u64) as usize;
-        send.reserve_capacity(left);
-        let granted = match poll_fn(|cx| send.poll_capacity(cx)).await {
-            Some(Ok(granted)) => granted,
-            // The stream closed (the client reset it) or the connection failed.
-            Some(Err(_)) | None => return Err(()),
-        };
-        if granted == 0 {
-            continue;
-        }
+        let granted = poll_fn(|cx| send.poll_capacity(left, cx)).await.map_err(|_| ())?;
         activity.progress(granted);
         let want = granted.min(left);
-        // Once `h2` has written and dropped the piece before, `buf` takes
-        // its memory back instead of allocating.
+        // Once the connection has written and dropped the piece before,
+        // `buf` takes its memory back instead of allocating.
         buf.reserve(want);
         match crate::sys::pread_append(&file.file, &mut buf, want, offset) {
             Ok(read) if read == want => {}
             Ok(_) => {
                 tracing::warn!("a file shrank while being sent; resetting the stream");
-                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                send.send_reset(Reason::INTERNAL_ERROR);
                 return Err(());
             }
             Err(e) => {
                 tracing::warn!(error = %e, "reading a file response body failed");
-                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                send.send_reset(Reason::INTERNAL_ERROR);
                 return Err(());
             }
         }
@@ -377,11 +398,7 @@ async fn send_file(
 /// Sends a streamed body: a chunk is asked for only after the one before
 /// was granted window capacity. A reset from the client ends it at once,
 /// even while the producer waits.
-async fn send_stream(
-    send: &mut SendStream<Bytes>,
-    stream: BodyStream,
-    activity: &Activity,
-) -> Result<(), ()> {
+async fn send_stream(send: &mut SendStream, stream: BodyStream, activity: &Activity) -> Result<(), ()> {
     let mut chunks = stream.0;
     loop {
         let next = {
@@ -400,7 +417,7 @@ async fn send_stream(
                 // The status is sent: a reset is how the client learns the
                 // body is cut.
                 tracing::warn!(error = %e, "streamed response body failed");
-                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                send.send_reset(Reason::INTERNAL_ERROR);
                 return Err(());
             }
             None => return Ok(()),

@@ -8,8 +8,9 @@
 //!
 //! A request that has arrived whole (its HEADERS ended the stream, or the
 //! body to a buffered route came with them, as a gRPC unary call's does)
-//! is first offered to [`answer_whole`], in the connection's task: routed and dispatched on a
-//! borrowed view of `h2`'s head (no copy of it), a synchronous handler's
+//! is first offered to [`accept`], in the connection's task: routed and
+//! dispatched on a borrowed view of the decoded head (no copy of it), a
+//! synchronous handler's
 //! response queued at once, and only an asynchronous handler's future or
 //! a response that must wait for window capacity given a task. Before,
 //! every stream paid a task, an [`OwnedRequest`] (an allocation per header
@@ -21,13 +22,12 @@ use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::rc::Rc;
 
-use bytes::Bytes;
 use futures_util::future::{select, Either};
-use h2::server::SendResponse;
-use h2::RecvStream;
-use http::request::Parts;
 
 use super::body::{self, StreamedBody};
+use super::core::Accepted;
+use super::handle::{RecvStream, SendResponse};
+use super::head::RequestHead;
 use super::{connect, respond, Activity, Shared};
 use crate::body::{Body, Refused};
 use crate::http::uri;
@@ -38,63 +38,99 @@ use crate::response::canned;
 use crate::response::{Response, ResponseWriter};
 use crate::router::Lookup;
 
-/// A stream [`answer_whole`] gives back for a task of its own, with the
-/// part of its body already taken.
-pub(super) type Unanswered = (http::Request<RecvStream>, SendResponse<Bytes>, Vec<u8>);
+/// Fields a request answered in the connection's task may have before its
+/// view of them is put on the heap.
+const INLINE_FIELDS: usize = 32;
 
-/// Answers `request` in the connection's task if it has arrived whole (its
-/// HEADERS ended the stream, or the body to a buffered route is all in)
-/// and its route does not stream a body; otherwise gives it back, for
-/// [`serve`] on a task of its own.
-pub(super) fn answer_whole<S: 'static>(
-    mut request: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
-    shared: &Rc<Shared<S>>,
-) -> Option<Unanswered> {
-    if connect::is_extended(&request) {
-        return Some((request, respond, Vec::new()));
+/// Takes a stream the connection accepted: answers it right here if it has
+/// arrived whole (its HEADERS ended the stream, or the body to a buffered
+/// route is all in) and its route does not stream a body; otherwise gives
+/// it a task of its own ([`serve`]).
+pub(super) fn accept<S: 'static>(accepted: Accepted, shared: &Rc<Shared<S>>) {
+    let Accepted { id, head, end_stream } = accepted;
+    let core = &shared.core;
+    if core.borrow().is_reset(id) {
+        let mut core = core.borrow_mut();
+        core.release(id);
+        core.recycle(head);
+        return;
+    }
+    let mut respond = SendResponse::new(core, id);
+    // The connection's claim on the stream passes to the handles.
+    core.borrow_mut().release(id);
+    if head.oversized() {
+        let refusal = Response::canned(canned::HEADERS_TOO_LARGE);
+        respond::send_at_once(&mut respond, refusal, false, &shared.stamp());
+        core.borrow_mut().recycle(head);
+        return;
+    }
+    if head.protocol().is_some() {
+        let recv = RecvStream::new(core, id);
+        tokio::task::spawn_local(connect::serve(head, recv, respond, Rc::clone(shared)));
+        return;
     }
     let router = &shared.router;
-    let method = Method::from_token(request.method().as_str());
+    let method = Method::from_token(head.method());
     let mut body = Vec::new();
-    if !request.body().is_end_stream() {
-        let body_use = pipeline::route(router, method, request_path(&request)).1;
+    if !end_stream {
+        let body_use = pipeline::route(router, method, head.path()).1;
+        let mut recv = RecvStream::new(core, id);
         if body_use != BodyUse::Buffered {
-            return Some((request, respond, body));
+            tokio::task::spawn_local(serve(head, respond, recv, body, Rc::clone(shared)));
+            return;
         }
         let limit = shared.worker.config.max_body_bytes;
-        match body::take_arrived(request.body_mut(), &mut body, limit, &shared.activity) {
+        match body::take_arrived(&mut recv, &mut body, limit, &shared.activity) {
             Ok(true) => {}
-            Ok(false) => return Some((request, respond, body)),
-            Err(Refused::Cut) => return None,
+            Ok(false) => {
+                tokio::task::spawn_local(serve(head, respond, recv, body, Rc::clone(shared)));
+                return;
+            }
+            Err(Refused::Cut) => return,
             Err(refused) => {
+                drop(recv);
                 let response = Response::canned(refused.canned());
                 respond::send_at_once(&mut respond, response, method == Method::Head, &shared.stamp());
-                return None;
+                return;
             }
         }
     }
-    let path = request_path(&request);
+    let path = head.path();
     // Refused paths and streaming routes take the general path.
     if uri::path_error(path.as_bytes()).is_some() {
-        return Some((request, respond, body));
+        let recv = RecvStream::new(core, id);
+        tokio::task::spawn_local(serve(head, respond, recv, body, Rc::clone(shared)));
+        return;
     }
     let (lookup, body_use) = pipeline::route(router, method, path);
     if body_use == BodyUse::Streamed {
-        return Some((request, respond, body));
+        let recv = RecvStream::new(core, id);
+        tokio::task::spawn_local(serve(head, respond, recv, body, Rc::clone(shared)));
+        return;
     }
-    let uri = request.uri();
-    let method_str = request.method().as_str();
-    let headers: Vec<Header<'_>> =
-        fields(uri, request.headers()).map(|(name, value)| Header { name, value }).collect();
+    let mut inline = [Header { name: "", value: b"" }; INLINE_FIELDS];
+    let mut spilled = Vec::new();
+    let mut count = 0;
+    for (name, value) in head.fields() {
+        if count < INLINE_FIELDS {
+            inline[count] = Header { name, value };
+        } else {
+            if spilled.is_empty() {
+                spilled.extend_from_slice(&inline);
+            }
+            spilled.push(Header { name, value });
+        }
+        count += 1;
+    }
+    let headers = if spilled.is_empty() { &inline[..count] } else { &spilled[..] };
     let view = Request {
         peer: shared.peer,
         method,
-        method_str,
+        method_str: head.method(),
         path,
-        query: uri.query(),
+        query: head.query(),
         version: Version::Http2,
-        headers: &headers,
+        headers,
         params: match &lookup {
             Lookup::Found { params, .. } => Some(*params),
             _ => None,
@@ -107,8 +143,7 @@ pub(super) fn answer_whole<S: 'static>(
     // A request is activity: without a task to open and close, the idle
     // deadline would otherwise still date from the last task-served stream.
     shared.activity.progress(0);
-    let dispatched =
-        pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned_with_files(&mut slot));
+    let dispatched = pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned_with_files(&mut slot));
     match dispatched {
         Dispatched::Written | Dispatched::Panicked => {
             let response = slot.unwrap_or_else(|| Response::canned(canned::HANDLER_PANICKED));
@@ -122,26 +157,22 @@ pub(super) fn answer_whole<S: 'static>(
             tokio::task::spawn_local(answer_later(answer, respond, head_only, Rc::clone(shared)));
         }
     }
-    None
+    drop(spilled);
+    core.borrow_mut().recycle(head);
 }
 
 /// Sends a response that waits for window capacity, on its own task.
-async fn send_later<S: 'static>(
-    mut respond: SendResponse<Bytes>,
-    response: Response,
-    head_only: bool,
-    shared: Rc<Shared<S>>,
-) {
+async fn send_later<S: 'static>(mut respond: SendResponse, response: Response, head_only: bool, shared: Rc<Shared<S>>) {
     let activity = &shared.activity;
     let _open = activity.open_stream();
     respond::send(&mut respond, response, head_only, &shared.stamp(), activity).await;
 }
 
-/// Awaits an asynchronous handler that [`answer_whole`] started, then sends
-/// its response; a reset from the client drops it.
+/// Awaits an asynchronous handler that [`accept`] started, then sends its
+/// response; a reset from the client drops it.
 async fn answer_later<S: 'static>(
     answer: crate::handler::ResponseFuture,
-    mut respond: SendResponse<Bytes>,
+    mut respond: SendResponse,
     head_only: bool,
     shared: Rc<Shared<S>>,
 ) {
@@ -153,23 +184,19 @@ async fn answer_later<S: 'static>(
     }
 }
 
-/// Serves the stream `request` opened; `respond` answers it.
-/// `taken` is the part of the body [`answer_whole`] already read.
-pub(super) async fn serve<S: 'static>(
-    request: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
+/// Serves the stream `head` opened; `respond` answers it. `taken` is the
+/// part of the body [`accept`] already read.
+async fn serve<S: 'static>(
+    head: RequestHead,
+    mut respond: SendResponse,
+    recv: RecvStream,
     taken: Vec<u8>,
     shared: Rc<Shared<S>>,
 ) {
-    if connect::is_extended(&request) {
-        let (parts, recv) = request.into_parts();
-        return connect::serve(parts, recv, respond, shared).await;
-    }
     let activity = &shared.activity;
     let _open = activity.open_stream();
-    let (parts, recv) = request.into_parts();
-    let head_only = parts.method == http::Method::HEAD;
-    let mut req = owned_request(&parts, shared.peer);
+    let head_only = head.method() == "HEAD";
+    let mut req = owned_request(&head, shared.peer);
     let router = &shared.router;
     let config = &shared.worker.config;
 
@@ -180,7 +207,7 @@ pub(super) async fn serve<S: 'static>(
         drop(recv);
         Some(Response::canned(canned::Canned::bad_request(why)))
     } else if recv.is_end_stream() {
-        // The end may have come after the part `answer_whole` took.
+        // The end may have come after the part `accept` took.
         drop(recv);
         *req.body_mut() = taken;
         until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
@@ -188,22 +215,19 @@ pub(super) async fn serve<S: 'static>(
         let (_, body_use) = pipeline::route(router, req.method(), req.path());
         match body_use {
             BodyUse::Streamed => serve_streamed(req, recv, &shared, &mut respond).await,
-            BodyUse::Buffered if declared_length(&parts) > Some(config.max_body_bytes) => {
+            BodyUse::Buffered if head.content_length() > Some(config.max_body_bytes) => {
                 Some(Response::canned(canned::BODY_TOO_LARGE))
             }
-            BodyUse::Buffered => {
-                match body::read_to_end(recv, taken, config.max_body_bytes, activity).await {
-                    Ok(body) => {
-                        *req.body_mut() = body;
-                        until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity)
-                            .await
-                    }
-                    Err(Refused::Cut) => None,
-                    Err(refused) => Some(Response::canned(refused.canned())),
+            BodyUse::Buffered => match body::read_to_end(recv, taken, config.max_body_bytes, activity).await {
+                Ok(body) => {
+                    *req.body_mut() = body;
+                    until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
                 }
-            }
-            // Nobody reads the body: dropping it tells `h2` to refuse the
-            // rest once the answer is sent.
+                Err(Refused::Cut) => None,
+                Err(refused) => Some(Response::canned(refused.canned())),
+            },
+            // Nobody reads the body: dropping it refuses the rest once the
+            // answer is sent.
             BodyUse::Unrouted => {
                 drop(recv);
                 until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
@@ -222,7 +246,7 @@ async fn serve_streamed<S: 'static>(
     req: OwnedRequest,
     recv: RecvStream,
     shared: &Rc<Shared<S>>,
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
 ) -> Option<Response> {
     let consumer = match pipeline::prepare_owned_stream(&shared.router, &req) {
         Ok(consumer) => consumer,
@@ -244,7 +268,7 @@ async fn serve_streamed<S: 'static>(
 /// stream (then `None`, and the future is dropped).
 pub(super) async fn until_reset(
     answer: impl Future<Output = Response>,
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     activity: &Activity,
 ) -> Option<Response> {
     let _busy = activity.busy();
@@ -256,44 +280,8 @@ pub(super) async fn until_reset(
     }
 }
 
-/// The request's path, `/` for an empty one.
-fn request_path<B>(request: &http::Request<B>) -> &str {
-    match request.uri().path() {
-        "" => "/",
-        path => path,
-    }
-}
-
-/// The request as handlers see it, its fields from [`fields`].
-fn owned_request(parts: &Parts, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
-    let headers =
-        fields(&parts.uri, &parts.headers).map(|(name, value)| (name.into(), value.into())).collect();
-    OwnedRequest::from_parts(
-        peer,
-        parts.method.as_str(),
-        parts.uri.path(),
-        parts.uri.query(),
-        Version::Http2,
-        headers,
-    )
-}
-
-/// The request's header fields as handlers see them: `:authority` first,
-/// as `host`, when the client sent no `host` field (so code written for
-/// HTTP/1.1 finds it), then every field as sent.
-pub(crate) fn fields<'a>(
-    uri: &'a http::Uri,
-    headers: &'a http::HeaderMap,
-) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
-    let host = uri
-        .authority()
-        .filter(|_| !headers.contains_key(http::header::HOST))
-        .map(|authority| ("host", authority.as_str().as_bytes()));
-    host.into_iter().chain(headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes())))
-}
-
-/// The `content-length` the client declared (`h2` checks the DATA frames
-/// against it).
-fn declared_length(parts: &Parts) -> Option<u64> {
-    parts.headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+/// The request as handlers see it, its fields from [`RequestHead::fields`].
+fn owned_request(head: &RequestHead, peer: Option<std::net::SocketAddr>) -> OwnedRequest {
+    let headers = head.fields().map(|(name, value)| (name.into(), value.into())).collect();
+    OwnedRequest::from_parts(peer, head.method(), head.path(), head.query(), Version::Http2, headers)
 }

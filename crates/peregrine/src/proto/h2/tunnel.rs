@@ -27,7 +27,7 @@
 //! machine loaded by other builds; messages per server CPU-second, three
 //! rounds): HTTP/1.1 106k to 114k; HTTP/2 with one socket per connection
 //! 63k to 65k (each message crosses from the stream's task to the
-//! connection's, and `h2` frames and copies it); HTTP/2 with 64 sockets
+//! connection's, which frames and copies it; measured on `h2`); HTTP/2 with 64 sockets
 //! per connection 442k to 503k, since one write then carries many
 //! streams' frames.
 
@@ -38,7 +38,7 @@ use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes};
-use h2::{RecvStream, SendStream};
+use super::handle::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::activity::Activity;
@@ -47,9 +47,8 @@ use super::activity::Activity;
 pub(crate) struct Tunnel {
     recv: RecvStream,
     /// Shared with the stream task, which watches it for a reset while the
-    /// upgraded protocol runs (`h2` reports a reset only to the send half's
-    /// `poll_reset`, and the protocol may be waiting on neither half).
-    send: Rc<RefCell<SendStream<Bytes>>>,
+    /// upgraded protocol runs (the protocol may be waiting on neither half).
+    send: Rc<RefCell<SendStream>>,
     /// Received bytes not read yet (the rest of a DATA frame larger than
     /// the reader's buffer).
     pending: Bytes,
@@ -63,7 +62,7 @@ pub(crate) struct Tunnel {
 impl Tunnel {
     pub(super) fn new(
         recv: RecvStream,
-        send: Rc<RefCell<SendStream<Bytes>>>,
+        send: Rc<RefCell<SendStream>>,
         activity: Rc<Activity>,
     ) -> Tunnel {
         Tunnel { recv, send, pending: Bytes::new(), activity, waiting: false, ended: false }
@@ -79,17 +78,6 @@ impl Tunnel {
             }
         }
     }
-}
-
-/// An `h2` error as an I/O error, keeping it as the cause.
-fn io_error(e: h2::Error) -> io::Error {
-    if e.is_io() {
-        if let Some(e) = e.into_io() {
-            return e;
-        }
-        return io::Error::from(io::ErrorKind::BrokenPipe);
-    }
-    io::Error::new(io::ErrorKind::ConnectionReset, e)
 }
 
 /// The send half is in use elsewhere (cannot happen: the stream task and
@@ -108,7 +96,7 @@ impl AsyncRead for Tunnel {
         while this.pending.is_empty() {
             match ready!(this.recv.poll_data(cx)) {
                 Some(Ok(data)) => this.pending = data,
-                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
+                Some(Err(e)) => return Poll::Ready(Err(e.into())),
                 None => return Poll::Ready(Ok(())),
             }
         }
@@ -117,7 +105,7 @@ impl AsyncRead for Tunnel {
         this.pending.advance(n);
         // Read, so the client may send as much again. (Fails only on a
         // stream already gone, which the next read reports.)
-        let _ = this.recv.flow_control().release_capacity(n);
+        this.recv.release_capacity(n);
         Poll::Ready(Ok(()))
     }
 }
@@ -133,36 +121,32 @@ impl AsyncWrite for Tunnel {
         }
         let send = Rc::clone(&this.send);
         let Ok(mut send) = send.try_borrow_mut() else { return Poll::Ready(Err(busy())) };
-        loop {
-            let granted = send.capacity();
-            if granted > 0 {
+        let granted = send.capacity();
+        if granted > 0 {
+            this.set_waiting(false);
+            let n = granted.min(buf.len());
+            send.send_data(Bytes::copy_from_slice(&buf[..n]), false)?;
+            return Poll::Ready(Ok(n));
+        }
+        match send.poll_capacity(buf.len(), cx) {
+            Poll::Pending => {
+                this.set_waiting(true);
+                Poll::Pending
+            }
+            Poll::Ready(Ok(granted)) => {
                 this.set_waiting(false);
                 let n = granted.min(buf.len());
-                send.send_data(Bytes::copy_from_slice(&buf[..n]), false).map_err(io_error)?;
-                return Poll::Ready(Ok(n));
+                send.send_data(Bytes::copy_from_slice(&buf[..n]), false)?;
+                Poll::Ready(Ok(n))
             }
-            send.reserve_capacity(buf.len());
-            match send.poll_capacity(cx) {
-                Poll::Pending => {
-                    this.set_waiting(true);
-                    return Poll::Pending;
-                }
-                // More capacity (or none after all): look again.
-                Poll::Ready(Some(Ok(_))) => {}
-                Poll::Ready(Some(Err(e))) => {
-                    this.set_waiting(false);
-                    return Poll::Ready(Err(io_error(e)));
-                }
-                // The stream can no longer send (reset, or ended).
-                Poll::Ready(None) => {
-                    this.set_waiting(false);
-                    return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-                }
+            Poll::Ready(Err(e)) => {
+                this.set_waiting(false);
+                Poll::Ready(Err(e.into()))
             }
         }
     }
 
-    /// `h2` writes what is queued as the connection task runs: nothing to
+    /// The connection task writes what is queued as it runs: nothing to
     /// do here.
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
@@ -177,7 +161,7 @@ impl AsyncWrite for Tunnel {
         this.ended = true;
         this.set_waiting(false);
         let Ok(mut send) = this.send.try_borrow_mut() else { return Poll::Ready(Err(busy())) };
-        Poll::Ready(send.send_data(Bytes::new(), true).map_err(io_error))
+        Poll::Ready(send.send_data(Bytes::new(), true).map_err(io::Error::from))
     }
 }
 

@@ -64,6 +64,7 @@
 //! accepts no more connections. Connections close with `H3_NO_ERROR` once
 //! their requests are answered, or when the shutdown timeout ends.
 
+mod fields;
 mod stream;
 
 use std::cell::Cell;

@@ -27,7 +27,7 @@ use crate::http::date::DateBlock;
 use crate::http::uri;
 use crate::http::Version;
 use crate::pipeline::{self, BodyUse};
-use crate::proto::h2::{request_fields, response_head};
+use super::fields::{request_fields, response_head};
 use crate::request::OwnedRequest;
 use crate::response::canned::{self, Canned};
 use crate::response::{BodyStream, Response, Trailers};
