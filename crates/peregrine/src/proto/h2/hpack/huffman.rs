@@ -213,12 +213,15 @@ pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HpackError> {
 }
 
 /// The length of `src` Huffman-coded, in octets.
+#[cfg(test)]
 pub(crate) fn encoded_len(src: &[u8]) -> usize {
     let bits: usize = src.iter().map(|&b| usize::from(LENGTHS[usize::from(b)])).sum();
     bits.div_ceil(8)
 }
 
 /// Huffman-codes `src`, appending to `dst`, padded with ones (§5.2).
+/// The encoder writes literals raw (see `encode.rs`); tests code with it.
+#[cfg(test)]
 pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
     dst.reserve(encoded_len(src));
     // Codes are at most 30 bits; the accumulator holds fewer than 8 pending

@@ -193,6 +193,7 @@ impl Dynamic {
     }
 
     /// The §4.1 size of the entries.
+    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
         self.size
     }
@@ -202,10 +203,6 @@ impl Dynamic {
         self.max_size
     }
 
-    /// The largest maximum size this table accepts.
-    pub(super) fn capacity(&self) -> usize {
-        self.capacity
-    }
 
     /// Name and value of the entry at 0-based `pos`, newest first.
     pub(super) fn get(&self, pos: usize) -> Option<(&[u8], &[u8])> {
