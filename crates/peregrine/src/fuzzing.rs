@@ -84,7 +84,7 @@ impl<S: 'static> ConnectionHarness<S> {
                 None,
                 // The HTTP/1.1 state machine alone: an HTTP/2 preface stays
                 // an (unsupported) HTTP/1.1 request rather than handing the
-                // connection to the h2 crate's driver.
+                // connection to the HTTP/2 driver.
                 false,
                 Rc::clone(&self.worker),
                 Rc::clone(&self.router),

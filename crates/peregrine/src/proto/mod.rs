@@ -22,8 +22,8 @@
 //! - [`h1`]: HTTP/1.0 and 1.1, our own codec, written for the warm path
 //!   (no allocation per request); answers go through `ResponseWriter`'s
 //!   HTTP/1.1 encoder straight into the connection's output buffer.
-//! - [`h2`]: HTTP/2 over the `h2` crate's codec (which owns framing,
-//!   HPACK and flow-control bookkeeping). Its driver is generic over the
+//! - [`h2`]: HTTP/2, our own: pure frame and HPACK codecs, a connection
+//!   state machine without I/O, and a driver generic over the
 //!   transport (`AsyncRead + AsyncWrite`), so a TLS stream whose ALPN chose
 //!   `h2` plugs in as a TCP socket does. Streams are owned requests
 //!   ([`OwnedRequest`](crate::OwnedRequest)) run by

@@ -70,10 +70,10 @@ impl AsyncWrite for Io {
         }
     }
 
-    /// Forwarded so that `h2` sees vectored writes: without them it writes
-    /// each DATA frame's header and payload with a `write` each (its
-    /// payloads above 1 KiB are chained, not copied), which made an 8 KB
-    /// JSON response over h2c two syscalls a frame.
+    /// Forwarded so that the HTTP/2 driver's vectored writes stay one
+    /// syscall: its DATA payloads above 1 KiB are chained, not copied, and
+    /// without `writev` each frame's header and payload would take a
+    /// `write` each.
     #[inline]
     fn poll_write_vectored(
         self: Pin<&mut Self>,

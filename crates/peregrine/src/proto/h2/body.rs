@@ -11,8 +11,8 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use bytes::Bytes;
 use super::handle::RecvStream;
+use bytes::Bytes;
 
 use super::activity::Activity;
 use crate::body::{BodySource, Pieces, ReadFuture, Refused};

@@ -52,6 +52,8 @@ pub(crate) const OUT_HIGH: usize = 256 * 1024;
 const ACCEPT_BATCH: usize = 256;
 /// Empty DATA frames (without END_STREAM) a connection may send in a row.
 const EMPTY_DATA_BUDGET: u32 = 1000;
+/// Output buffer capacity kept across waits (about 100 small answers).
+const KEEP_TAIL: usize = 16 * 1024;
 /// DATA payloads up to this size are copied into the output buffer; larger
 /// ones are queued as they are and written with `writev`.
 const COPY_DATA: usize = 1024;
@@ -144,6 +146,14 @@ impl Out {
             self.written
         } else {
             0
+        }
+    }
+
+    /// Gives back the tail's memory once a burst is written, past what a
+    /// batch of small answers needs.
+    pub(crate) fn shrink_when_empty(&mut self) {
+        if self.len == 0 && self.tail.capacity() > KEEP_TAIL {
+            self.tail = Vec::new();
         }
     }
 
@@ -240,7 +250,9 @@ impl Stream {
     }
 
     fn wake_all(&mut self) {
-        for waker in [self.recv_waker.take(), self.cap_waker.take(), self.reset_waker.take()].into_iter().flatten() {
+        for waker in
+            [self.recv_waker.take(), self.cap_waker.take(), self.reset_waker.take()].into_iter().flatten()
+        {
             waker.wake();
         }
     }
@@ -440,7 +452,8 @@ impl Core {
     /// closed both ways and nobody holds it.
     fn settle(&mut self, id: u32) {
         let Some(stream) = self.streams.get_mut(&id) else { return };
-        let closed = stream.reset.is_some() || (stream.recv_closed && stream.send_ended && stream.queued_is_empty());
+        let closed =
+            stream.reset.is_some() || (stream.recv_closed && stream.send_ended && stream.queued_is_empty());
         if closed && stream.active {
             stream.active = false;
             self.active -= 1;
@@ -472,9 +485,8 @@ impl Core {
                 data.advance(HEADER_LEN);
                 self.on_data(&head, data);
             } else {
-                let payload = input[HEADER_LEN..HEADER_LEN + head.len].to_vec();
+                self.on_frame(&head, &input[HEADER_LEN..HEADER_LEN + head.len]);
                 input.advance(HEADER_LEN + head.len);
-                self.on_frame(&head, &payload);
             }
         }
     }
@@ -919,7 +931,11 @@ impl Core {
     }
 
     /// The next body piece of stream `id`: `Ok(None)` at its end.
-    pub(crate) fn poll_data(&mut self, id: u32, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, StreamGone>> {
+    pub(crate) fn poll_data(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, StreamGone>> {
         let Some(stream) = self.streams.get_mut(&id) else { return Poll::Ready(Err(StreamGone::Closed)) };
         if let Some(reason) = stream.reset {
             return Poll::Ready(Err(StreamGone::Reset(reason)));
@@ -1050,7 +1066,11 @@ impl Core {
     }
 
     /// Ends stream `id` with trailers, after its queued data.
-    pub(crate) fn send_trailers(&mut self, id: u32, fields: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), StreamGone> {
+    pub(crate) fn send_trailers(
+        &mut self,
+        id: u32,
+        fields: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), StreamGone> {
         self.sendable(id)?;
         let Some(stream) = self.streams.get_mut(&id) else { return Err(StreamGone::Closed) };
         stream.queued_trailers = Some(fields);
@@ -1151,11 +1171,17 @@ impl Core {
     /// Send capacity for stream `id`: at most `want` bytes it may send now
     /// without queueing (its window, the connection's, and the room left
     /// under the send-buffer limit).
-    pub(crate) fn poll_capacity(&mut self, id: u32, want: usize, cx: &mut Context<'_>) -> Poll<Result<usize, StreamGone>> {
+    pub(crate) fn poll_capacity(
+        &mut self,
+        id: u32,
+        want: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<usize, StreamGone>> {
         self.sendable(id)?;
         let room = self.config.max_send_buffer_bytes.saturating_sub(self.out.len()) as i64;
         let Some(stream) = self.streams.get_mut(&id) else { return Poll::Ready(Err(StreamGone::Closed)) };
-        let available = if stream.queued.is_empty() { stream.send_window.min(self.send_window).min(room) } else { 0 };
+        let available =
+            if stream.queued.is_empty() { stream.send_window.min(self.send_window).min(room) } else { 0 };
         if available > 0 {
             return Poll::Ready(Ok((available as usize).min(want)));
         }
@@ -1170,9 +1196,10 @@ impl Core {
     pub(crate) fn capacity(&self, id: u32) -> usize {
         let room = self.config.max_send_buffer_bytes.saturating_sub(self.out.len()) as i64;
         match self.streams.get(&id) {
-            Some(s) if s.queued.is_empty() && s.reset.is_none() => s.send_window.min(self.send_window).min(room).max(0) as usize,
+            Some(s) if s.queued.is_empty() && s.reset.is_none() => {
+                s.send_window.min(self.send_window).min(room).max(0) as usize
+            }
             _ => 0,
         }
     }
 }
-

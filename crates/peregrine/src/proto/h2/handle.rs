@@ -134,7 +134,6 @@ impl SendResponse {
     pub(crate) fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<Reason> {
         self.claim.core.borrow_mut().poll_reset(self.claim.id, cx)
     }
-
 }
 
 /// Sends one stream's body and trailers.
@@ -150,7 +149,11 @@ impl SendStream {
     }
 
     /// Waits until up to `want` bytes may be sent without queueing.
-    pub(crate) fn poll_capacity(&mut self, want: usize, cx: &mut Context<'_>) -> Poll<Result<usize, StreamError>> {
+    pub(crate) fn poll_capacity(
+        &mut self,
+        want: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<usize, StreamError>> {
         self.claim.core.borrow_mut().poll_capacity(self.claim.id, want, cx).map_err(StreamError)
     }
 

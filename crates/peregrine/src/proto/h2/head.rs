@@ -14,7 +14,8 @@ use std::ops::Range;
 pub(crate) type Malformed = &'static str;
 
 /// The fields HTTP/2 forbids in requests (RFC 9113 §8.2.2).
-const CONNECTION_SPECIFIC: [&[u8]; 5] = [b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
+const CONNECTION_SPECIFIC: [&[u8]; 5] =
+    [b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
 
 /// A decoded request head (or a trailer section).
 #[derive(Default)]
@@ -113,7 +114,9 @@ impl RequestHead {
             return;
         }
         self.regular_seen = true;
-        if name.is_empty() || !name.iter().all(|&b| b > 0x20 && b < 0x7f && b != b':' && !b.is_ascii_uppercase()) {
+        if name.is_empty()
+            || !name.iter().all(|&b| b > 0x20 && b < 0x7f && b != b':' && !b.is_ascii_uppercase())
+        {
             return self.malformed("a field name that is empty, not lowercase or not a token");
         }
         if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
@@ -129,7 +132,9 @@ impl RequestHead {
             return self.malformed("TE other than trailers");
         }
         if name == b"content-length" {
-            let parsed = std::str::from_utf8(value).ok().filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()));
+            let parsed = std::str::from_utf8(value)
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()));
             match parsed.and_then(|v| v.parse::<u64>().ok()) {
                 Some(n) if self.content_length.map_or(true, |m| m == n) => self.content_length = Some(n),
                 _ => return self.malformed("an invalid or conflicting content-length"),
@@ -217,11 +222,8 @@ impl RequestHead {
     /// when the client sent no `host` field (so code written for HTTP/1.1
     /// finds it), then every field as sent.
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
-        let host = self
-            .authority
-            .as_ref()
-            .filter(|_| !self.has_host)
-            .map(|authority| ("host", self.get(authority)));
+        let host =
+            self.authority.as_ref().filter(|_| !self.has_host).map(|authority| ("host", self.get(authority)));
         host.into_iter().chain(self.fields.iter().map(|(name, value)| {
             // Names were checked to be ASCII tokens.
             (std::str::from_utf8(self.get(name)).unwrap_or(""), self.get(value))

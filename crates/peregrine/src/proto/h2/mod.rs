@@ -61,11 +61,11 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use self::core::Core;
 use crate::router::Router;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::{Registration, Worker};
 use activity::Activity;
-use self::core::Core;
 pub(crate) use rewind::Rewind;
 pub(crate) use tunnel::Tunnel;
 
@@ -81,8 +81,8 @@ const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const PREFACE_DRAIN: Duration = Duration::from_millis(500);
 
 /// Reads the client's preface; `false` if the connection ends first or
-/// sends something else. (`h2` checks it too, but closes with unread
-/// input, which the kernel turns into a reset.)
+/// sends something else (the caller then drains before closing, since a
+/// close with unread input is a reset).
 async fn read_preface<T: AsyncRead + Unpin>(io: &mut T) -> bool {
     let mut got = [0u8; PREFACE.len()];
     let mut filled = 0;
@@ -291,6 +291,13 @@ where
         // A stream task woken by this turn's wakes may already have queued
         // more; it wakes this task again, so nothing is missed by waiting.
         if !core.dirty {
+            // Waiting: an empty read buffer is given back (an idle
+            // connection then holds none; the next read takes a new one,
+            // one allocation per batch of frames read).
+            if input.is_empty() && input.capacity() > 0 {
+                *input = BytesMut::new();
+            }
+            core.out.shrink_when_empty();
             return Poll::Pending;
         }
     }

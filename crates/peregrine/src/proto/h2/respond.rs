@@ -188,10 +188,11 @@ fn send_head(
     end_stream: bool,
 ) -> Option<SendStream> {
     if head_is_valid(response) {
-        return respond.send_response(end_stream, |enc, dst| {
-            encode_head(enc, dst, response, stamp, length);
-        })
-        .ok();
+        return respond
+            .send_response(end_stream, |enc, dst| {
+                encode_head(enc, dst, response, stamp, length);
+            })
+            .ok();
     }
     tracing::error!("refusing a response with a header HTTP/2 cannot carry");
     let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
@@ -235,12 +236,19 @@ pub(super) fn send_tunnel_head(
 
 /// Sends a response that does not [need pacing](needs_pacing): every
 /// frame is queued now, nothing waits. `head_only` for `HEAD`.
-pub(super) fn send_at_once(respond: &mut SendResponse, mut response: Response, head_only: bool, stamp: &Stamp<'_>) {
+pub(super) fn send_at_once(
+    respond: &mut SendResponse,
+    mut response: Response,
+    head_only: bool,
+    stamp: &Stamp<'_>,
+) {
     debug_assert!(!needs_pacing(&response));
     let body = response.take_body();
     let trailers = response.take_trailers();
     let ends_with_head = head_only || (body.is_empty() && trailers.is_empty());
-    let Some(mut send) = send_head(respond, &response, stamp, Some(body.len()), ends_with_head) else { return };
+    let Some(mut send) = send_head(respond, &response, stamp, Some(body.len()), ends_with_head) else {
+        return;
+    };
     if ends_with_head {
         return;
     }
@@ -280,7 +288,10 @@ pub(super) async fn send(
         let ends_with_head = file.len == 0 && trailers.is_empty();
         let Some(mut send) = send_head(respond, &response, stamp, length, ends_with_head) else { return };
         let trailers_follow = !trailers.is_empty();
-        if !ends_with_head && send_file(&mut send, file, trailers_follow, activity).await.is_ok() && trailers_follow {
+        if !ends_with_head
+            && send_file(&mut send, file, trailers_follow, activity).await.is_ok()
+            && trailers_follow
+        {
             finish(&mut send, trailers);
         }
         return;
@@ -299,7 +310,9 @@ pub(super) async fn send(
                 return;
             }
             let trailers_follow = !trailers.is_empty();
-            if send_data(&mut send, into_bytes(body), !trailers_follow, activity).await.is_ok() && trailers_follow {
+            if send_data(&mut send, into_bytes(body), !trailers_follow, activity).await.is_ok()
+                && trailers_follow
+            {
                 finish(&mut send, trailers);
             }
         }
@@ -338,7 +351,12 @@ fn finish(send: &mut SendStream, trailers: Trailers) {
 
 /// Sends a body in memory: small at once, large piece by piece as the
 /// windows open.
-async fn send_data(send: &mut SendStream, data: Bytes, end: bool, activity: &Activity) -> Result<(), StreamError> {
+async fn send_data(
+    send: &mut SendStream,
+    data: Bytes,
+    end: bool,
+    activity: &Activity,
+) -> Result<(), StreamError> {
     if data.len() <= QUEUE_WHOLE {
         return send.send_data(data, end);
     }
@@ -347,7 +365,12 @@ async fn send_data(send: &mut SendStream, data: Bytes, end: bool, activity: &Act
 
 /// Sends `data` piece by piece, each piece once the windows and the
 /// connection's send buffer have room for it.
-async fn send_paced(send: &mut SendStream, mut data: Bytes, end: bool, activity: &Activity) -> Result<(), StreamError> {
+async fn send_paced(
+    send: &mut SendStream,
+    mut data: Bytes,
+    end: bool,
+    activity: &Activity,
+) -> Result<(), StreamError> {
     while !data.is_empty() {
         let want = data.len();
         let granted = poll_fn(|cx| send.poll_capacity(want, cx)).await?;
@@ -363,7 +386,12 @@ async fn send_paced(send: &mut SendStream, mut data: Bytes, end: bool, activity:
 /// A file that turns out shorter than its head said (it shrank), or fails
 /// to read, resets the stream: the client sees an error, not a body that
 /// ends early and looks whole.
-async fn send_file(send: &mut SendStream, file: FileRange, trailers_follow: bool, activity: &Activity) -> Result<(), ()> {
+async fn send_file(
+    send: &mut SendStream,
+    file: FileRange,
+    trailers_follow: bool,
+    activity: &Activity,
+) -> Result<(), ()> {
     let mut buf = BytesMut::new();
     let mut offset = file.offset;
     let end = file.offset + file.len;

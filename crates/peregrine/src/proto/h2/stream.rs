@@ -143,7 +143,8 @@ pub(super) fn accept<S: 'static>(accepted: Accepted, shared: &Rc<Shared<S>>) {
     // A request is activity: without a task to open and close, the idle
     // deadline would otherwise still date from the last task-served stream.
     shared.activity.progress(0);
-    let dispatched = pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned_with_files(&mut slot));
+    let dispatched =
+        pipeline::dispatch(&lookup, &view, router, &mut ResponseWriter::owned_with_files(&mut slot));
     match dispatched {
         Dispatched::Written | Dispatched::Panicked => {
             let response = slot.unwrap_or_else(|| Response::canned(canned::HANDLER_PANICKED));
@@ -162,7 +163,12 @@ pub(super) fn accept<S: 'static>(accepted: Accepted, shared: &Rc<Shared<S>>) {
 }
 
 /// Sends a response that waits for window capacity, on its own task.
-async fn send_later<S: 'static>(mut respond: SendResponse, response: Response, head_only: bool, shared: Rc<Shared<S>>) {
+async fn send_later<S: 'static>(
+    mut respond: SendResponse,
+    response: Response,
+    head_only: bool,
+    shared: Rc<Shared<S>>,
+) {
     let activity = &shared.activity;
     let _open = activity.open_stream();
     respond::send(&mut respond, response, head_only, &shared.stamp(), activity).await;
@@ -218,14 +224,17 @@ async fn serve<S: 'static>(
             BodyUse::Buffered if head.content_length() > Some(config.max_body_bytes) => {
                 Some(Response::canned(canned::BODY_TOO_LARGE))
             }
-            BodyUse::Buffered => match body::read_to_end(recv, taken, config.max_body_bytes, activity).await {
-                Ok(body) => {
-                    *req.body_mut() = body;
-                    until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity).await
+            BodyUse::Buffered => {
+                match body::read_to_end(recv, taken, config.max_body_bytes, activity).await {
+                    Ok(body) => {
+                        *req.body_mut() = body;
+                        until_reset(pipeline::dispatch_owned(Rc::clone(router), req), &mut respond, activity)
+                            .await
+                    }
+                    Err(Refused::Cut) => None,
+                    Err(refused) => Some(Response::canned(refused.canned())),
                 }
-                Err(Refused::Cut) => None,
-                Err(refused) => Some(Response::canned(refused.canned())),
-            },
+            }
             // Nobody reads the body: dropping it refuses the rest once the
             // answer is sent.
             BodyUse::Unrouted => {

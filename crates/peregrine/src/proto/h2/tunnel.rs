@@ -37,8 +37,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes};
 use super::handle::{RecvStream, SendStream};
+use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::activity::Activity;
@@ -60,11 +60,7 @@ pub(crate) struct Tunnel {
 }
 
 impl Tunnel {
-    pub(super) fn new(
-        recv: RecvStream,
-        send: Rc<RefCell<SendStream>>,
-        activity: Rc<Activity>,
-    ) -> Tunnel {
+    pub(super) fn new(recv: RecvStream, send: Rc<RefCell<SendStream>>, activity: Rc<Activity>) -> Tunnel {
         Tunnel { recv, send, pending: Bytes::new(), activity, waiting: false, ended: false }
     }
 

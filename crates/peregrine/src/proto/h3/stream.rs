@@ -21,13 +21,13 @@ use h3::server::{RequestResolver, RequestStream};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 
+use super::fields::{request_fields, response_head};
 use super::Shared;
 use crate::body::{Body, BodySource, Pieces, ReadFuture, Refused};
 use crate::http::date::DateBlock;
 use crate::http::uri;
 use crate::http::Version;
 use crate::pipeline::{self, BodyUse};
-use super::fields::{request_fields, response_head};
 use crate::request::OwnedRequest;
 use crate::response::canned::{self, Canned};
 use crate::response::{BodyStream, Response, Trailers};

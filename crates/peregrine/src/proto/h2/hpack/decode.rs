@@ -441,12 +441,12 @@ pub(super) mod tests {
         assert_eq!(size, 62);
     }
 
-    /// The table's byte store never reallocates, however entries churn.
+    /// The table's byte store stays within twice the table size, however
+    /// entries churn.
     #[test]
-    fn table_store_is_fixed() {
+    fn table_store_is_bounded() {
         use super::super::encode::{integer, string};
         let mut d = Decoder::new(4096);
-        let cap = d.table_capacity();
         let mut block = Vec::new();
         for i in 0..2000usize {
             block.clear();
@@ -457,7 +457,7 @@ pub(super) mod tests {
             integer(&mut block, 0x40, 6, 62);
             string(&mut block, b"w");
             decode(&mut d, &block).unwrap();
-            assert_eq!(d.table_capacity(), cap);
+            assert!(d.table_capacity() <= 2 * 4096, "{}", d.table_capacity());
             assert!(d.table().1 <= 4096);
             assert_eq!(d.table().0[0], (vec![b'a' + (i % 26) as u8], b"w".to_vec()));
         }
@@ -469,7 +469,6 @@ pub(super) mod tests {
     #[test]
     fn hpack_bomb_costs_no_memory() {
         let mut d = Decoder::new(4096);
-        let table_cap = d.table_capacity();
         let mut block = hex("40 01 78 7f 81 1e"); // name "x", value length 127 + 3841 = 3968
         block.extend(std::iter::repeat(b'y').take(3968));
         block.extend(std::iter::repeat(0xbe).take(10_000));
@@ -483,7 +482,8 @@ pub(super) mod tests {
         assert_eq!(count, 10_001);
         assert_eq!(total, 10_001 * 3969);
         assert_eq!(d.scratch_capacity(), 0);
-        assert_eq!(d.table_capacity(), table_cap);
+        // The one entry, not a copy per reference.
+        assert!(d.table_capacity() < 2 * 3969, "{}", d.table_capacity());
         // With Huffman-coded strings the scratch holds one field at a time.
         let mut coded = Vec::new();
         super::huffman::encode(&[b'z'; 3000], &mut coded);
@@ -493,7 +493,7 @@ pub(super) mod tests {
         block.extend(std::iter::repeat(0xbe).take(10_000));
         decode(&mut d, &block).unwrap();
         assert!(d.scratch_capacity() <= super::huffman::max_decoded_len(coded.len()));
-        assert_eq!(d.table_capacity(), table_cap);
+        assert!(d.table_capacity() <= 2 * 4096, "{}", d.table_capacity());
     }
 }
 

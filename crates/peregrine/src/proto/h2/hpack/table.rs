@@ -179,8 +179,11 @@ impl Dynamic {
     /// An empty table of `max_size`, which is also the most it can grow to.
     pub(super) fn new(max_size: usize) -> Dynamic {
         Dynamic {
-            entries: VecDeque::with_capacity(max_size / ENTRY_OVERHEAD),
-            buf: Vec::with_capacity(max_size.saturating_mul(2)),
+            // Grown as entries come, not allocated up front: an idle
+            // connection's two tables then hold a few hundred bytes rather
+            // than 2 x (8 KiB + the entry ring).
+            entries: VecDeque::new(),
+            buf: Vec::new(),
             size: 0,
             max_size,
             capacity: max_size,
@@ -202,7 +205,6 @@ impl Dynamic {
     pub(super) fn max_size(&self) -> usize {
         self.max_size
     }
-
 
     /// Name and value of the entry at 0-based `pos`, newest first.
     pub(super) fn get(&self, pos: usize) -> Option<(&[u8], &[u8])> {
@@ -261,15 +263,24 @@ impl Dynamic {
         // Make room at the end of `buf` before anything is evicted, so a
         // name taken from an entry is still among the live bytes. Live bytes
         // are under `max_size` and the new ones too, so after moving them
-        // to the front both fit in the `2 * capacity` allocated.
-        if self.buf.len() + bytes > self.capacity * 2 {
-            let live_from = self.entries.front().map_or(self.buf.len(), |e| e.start);
+        // to the front both fit in `2 * capacity`. Compacting also comes
+        // before the buffer would grow while half of it is dead (evicted
+        // entries' bytes), so a table that churns few entries (the
+        // encoder's `date`, once a second) stays as small as its entries.
+        let live_from = self.entries.front().map_or(self.buf.len(), |e| e.start);
+        let would_grow = self.buf.len() + bytes > self.buf.capacity();
+        if self.buf.len() + bytes > self.capacity * 2 || (would_grow && live_from >= self.buf.len() / 2) {
             self.buf.copy_within(live_from.., 0);
             self.buf.truncate(self.buf.len() - live_from);
             for e in self.entries.iter_mut() {
                 e.start -= live_from;
             }
             name_start = name_start.map(|s| s - live_from);
+        }
+        if self.buf.len() + bytes > self.buf.capacity() {
+            // Doubling, but never past the `2 * capacity` bound.
+            let target = (self.buf.capacity() * 2).max(self.buf.len() + bytes).min(self.capacity * 2);
+            self.buf.reserve_exact(target.saturating_sub(self.buf.len()));
         }
         let start = self.buf.len();
         match (name, name_start) {
