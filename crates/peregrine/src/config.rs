@@ -170,12 +170,15 @@ pub struct Http2Config {
     /// (`SETTINGS_MAX_HEADER_LIST_SIZE`); larger ones are refused with
     /// `431`, and a CONTINUATION flood ends the connection.
     pub max_header_list_bytes: u32,
-    /// Response bytes one stream may have queued for the socket before it
-    /// waits for the client to read.
+    /// Response bytes a connection may have queued for its socket before
+    /// its streams wait for the client to read: window capacity for a
+    /// large or streamed body is granted only below this. (A small
+    /// response, up to 16 KiB, is queued whole; the connection reads no
+    /// more requests while its queue is over 256 KiB.)
     pub max_send_buffer_bytes: usize,
-    /// Streams the client resets before the server accepted them, held at
-    /// once, before the connection ends with `ENHANCE_YOUR_CALM` (rapid
-    /// reset, CVE-2023-44487).
+    /// Streams the client resets before the server took them (within one
+    /// batch of frames read) before the connection ends with
+    /// `ENHANCE_YOUR_CALM` (rapid reset, CVE-2023-44487).
     pub max_pending_accept_reset_streams: usize,
     /// Streams the server had to reset for the client's protocol errors
     /// before the connection ends with `ENHANCE_YOUR_CALM`.
