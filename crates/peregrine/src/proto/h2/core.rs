@@ -398,7 +398,8 @@ impl Core {
         }
         tracing::debug!(%reason, why, "HTTP/2 connection error");
         self.error = Some(reason);
-        let last = self.last_client_id;
+        // Never above an earlier GOAWAY's (RFC 9113 §6.8).
+        let last = self.goaway.map_or(self.last_client_id, |sent| sent.min(self.last_client_id));
         self.goaway = Some(last);
         self.out.put(|o| frame::put_goaway(o, last, reason, why.as_bytes()));
     }
@@ -549,6 +550,10 @@ impl Core {
         }
         let Some(stream) = self.streams.get_mut(&id) else {
             self.release_connection(flow);
+            if self.goaway.is_some_and(|last| id > last) {
+                // A stream ignored after GOAWAY (RFC 9113 §6.8).
+                return;
+            }
             if self.is_idle(id) {
                 return self.fail(Reason::PROTOCOL_ERROR, "DATA on an idle stream");
             }
@@ -665,14 +670,18 @@ impl Core {
             }
             return self.settle(id);
         }
+        if self.goaway.is_some_and(|last| id > last) {
+            // Opened after GOAWAY (or its trailers): ignored (RFC 9113
+            // §6.8). The id counts as used, so the stream's other frames
+            // are ignored too rather than failing the connection as frames
+            // on an idle stream.
+            self.last_client_id = self.last_client_id.max(id);
+            self.head_pool.push(head);
+            return;
+        }
         if !self.is_idle(id) {
             self.head_pool.push(head);
             return self.fail(Reason::STREAM_CLOSED, "HEADERS on a closed stream");
-        }
-        if self.goaway.is_some() {
-            // Opened after GOAWAY: ignored (RFC 9113 §6.8).
-            self.head_pool.push(head);
-            return;
         }
         self.last_client_id = id;
         if depends_on_itself {
@@ -1201,5 +1210,695 @@ impl Core {
             }
             _ => 0,
         }
+    }
+}
+
+/// The state machine driven with raw frames, as a client would send them;
+/// its output parsed back frame by frame and its header blocks decoded.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PING_PAYLOAD: [u8; 8] = *b"pingpong";
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::put_head(&mut out, payload.len(), kind, flags, stream);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn settings(params: &[(u16, u32)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::put_settings(&mut out, params);
+        out
+    }
+
+    fn window_update(stream: u32, increment: u32) -> Vec<u8> {
+        frame(frame::WINDOW_UPDATE, 0, stream, &increment.to_be_bytes())
+    }
+
+    fn rst(stream: u32, reason: Reason) -> Vec<u8> {
+        frame(frame::RST_STREAM, 0, stream, &reason.0.to_be_bytes())
+    }
+
+    /// A frame the server wrote.
+    #[derive(Debug)]
+    struct Frame {
+        head: Head,
+        payload: Vec<u8>,
+    }
+
+    impl Frame {
+        fn word(&self, at: usize) -> u32 {
+            u32::from_be_bytes([
+                self.payload[at],
+                self.payload[at + 1],
+                self.payload[at + 2],
+                self.payload[at + 3],
+            ])
+        }
+
+        /// `(last stream, code)` of a GOAWAY.
+        fn goaway(&self) -> (u32, Reason) {
+            assert_eq!(self.head.kind, frame::GOAWAY, "{self:?}");
+            (self.word(0), Reason(self.word(4)))
+        }
+
+        /// `(stream, code)` of a RST_STREAM.
+        fn rst(&self) -> (u32, Reason) {
+            assert_eq!(self.head.kind, frame::RST_STREAM, "{self:?}");
+            (self.head.stream, Reason(self.word(0)))
+        }
+    }
+
+    /// One client connection to a [`Core`].
+    struct Client {
+        core: Core,
+        encoder: Encoder,
+        decoder: Decoder,
+        input: BytesMut,
+    }
+
+    impl Client {
+        /// A connection under `config`, its preface already read.
+        fn new(config: &Http2Config) -> Client {
+            let mut client = Client {
+                core: Core::new(config),
+                encoder: Encoder::new(),
+                decoder: Decoder::new(4096),
+                input: BytesMut::new(),
+            };
+            client.read();
+            client
+        }
+
+        fn plain() -> Client {
+            Client::new(&Http2Config::default())
+        }
+
+        fn send(&mut self, bytes: &[u8]) {
+            self.input.extend_from_slice(bytes);
+            self.core.receive(&mut self.input);
+        }
+
+        /// Every byte the server queued, as a socket would take it.
+        fn drain(&mut self) -> Vec<u8> {
+            let mut bytes = Vec::new();
+            while !self.core.out.is_empty() {
+                let mut slices = [IoSlice::new(&[]); 4];
+                let n = self.core.out.slices(&mut slices);
+                let before = bytes.len();
+                for slice in &slices[..n] {
+                    bytes.extend_from_slice(slice);
+                }
+                self.core.out.advance(bytes.len() - before);
+            }
+            bytes
+        }
+
+        /// The frames the server queued.
+        fn read(&mut self) -> Vec<Frame> {
+            let bytes = self.drain();
+            let mut frames = Vec::new();
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                let head = Head::parse(rest[..HEADER_LEN].try_into().unwrap());
+                assert!(head.len <= rest.len() - HEADER_LEN, "truncated frame {head:?}");
+                frames.push(Frame { head, payload: rest[HEADER_LEN..HEADER_LEN + head.len].to_vec() });
+                rest = &rest[HEADER_LEN + head.len..];
+            }
+            frames
+        }
+
+        /// A HEADERS frame carrying `fields`.
+        fn headers(&mut self, stream: u32, flags: u8, fields: &[(&str, &str)]) -> Vec<u8> {
+            let mut block = Vec::new();
+            self.encoder.begin_block(&mut block);
+            for (name, value) in fields {
+                self.encoder.field(name.as_bytes(), value.as_bytes(), &mut block);
+            }
+            frame(frame::HEADERS, flags, stream, &block)
+        }
+
+        fn get(&mut self, stream: u32) -> Vec<u8> {
+            self.headers(stream, frame::END_HEADERS | frame::END_STREAM, &GET)
+        }
+
+        /// A POST head, its body to follow.
+        fn post(&mut self, stream: u32, content_length: Option<&str>) -> Vec<u8> {
+            let mut fields = POST.to_vec();
+            if let Some(n) = content_length {
+                fields.push(("content-length", n));
+            }
+            self.headers(stream, frame::END_HEADERS, &fields)
+        }
+
+        fn accepted(&mut self) -> Vec<Accepted> {
+            let mut batch = Vec::new();
+            self.core.take_accepted(&mut batch);
+            batch
+        }
+
+        fn decode(&mut self, block: &[u8]) -> Vec<(String, String)> {
+            let mut fields = Vec::new();
+            self.decoder
+                .decode(block, &mut |n, v| {
+                    fields.push((
+                        String::from_utf8_lossy(n).into_owned(),
+                        String::from_utf8_lossy(v).into_owned(),
+                    ))
+                })
+                .unwrap();
+            fields
+        }
+
+        fn respond(&mut self, stream: u32, end_stream: bool) {
+            self.core.send_headers(stream, end_stream, |enc, dst| enc.status(200, dst)).unwrap();
+        }
+    }
+
+    const GET: [(&str, &str); 4] =
+        [(":method", "GET"), (":scheme", "https"), (":authority", "a.example"), (":path", "/")];
+    const POST: [(&str, &str); 4] =
+        [(":method", "POST"), (":scheme", "https"), (":authority", "a.example"), (":path", "/up")];
+
+    fn kinds(frames: &[Frame]) -> Vec<(u8, u8, u32, usize)> {
+        frames.iter().map(|f| (f.head.kind, f.head.flags, f.head.stream, f.head.len)).collect()
+    }
+
+    fn noop_cx() -> Context<'static> {
+        Context::from_waker(futures_util::task::noop_waker_ref())
+    }
+
+    #[test]
+    fn the_preface_is_settings_and_a_connection_window_update() {
+        let mut client = Client {
+            core: Core::new(&Http2Config::default()),
+            encoder: Encoder::new(),
+            decoder: Decoder::new(4096),
+            input: BytesMut::new(),
+        };
+        let frames = client.read();
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(
+            (frames[0].head.kind, frames[0].head.flags, frames[0].head.stream),
+            (frame::SETTINGS, 0, 0)
+        );
+        let params = frame::settings(&frames[0].head, &frames[0].payload).unwrap();
+        assert!(params.contains(&(INITIAL_WINDOW_SIZE, 256 * 1024)), "{params:?}");
+        assert!(params.contains(&(MAX_CONCURRENT_STREAMS, 128)), "{params:?}");
+        assert!(params.contains(&(ENABLE_CONNECT_PROTOCOL, 1)), "{params:?}");
+        assert_eq!((frames[1].head.kind, frames[1].head.stream), (frame::WINDOW_UPDATE, 0));
+        assert_eq!(frames[1].word(0), 1024 * 1024 - 65_535);
+    }
+
+    #[test]
+    fn settings_and_pings_are_acknowledged_acks_are_not() {
+        let mut client = Client::plain();
+        client.send(&settings(&[(INITIAL_WINDOW_SIZE, 1000)]));
+        assert_eq!(kinds(&client.read()), vec![(frame::SETTINGS, frame::ACK, 0, 0)]);
+        client.send(&frame(frame::PING, 0, 0, &PING_PAYLOAD));
+        let frames = client.read();
+        assert_eq!(kinds(&frames), vec![(frame::PING, frame::ACK, 0, 8)]);
+        assert_eq!(frames[0].payload, PING_PAYLOAD);
+        client.send(&frame(frame::PING, frame::ACK, 0, &PING_PAYLOAD));
+        client.send(&frame(frame::SETTINGS, frame::ACK, 0, &[]));
+        assert!(client.read().is_empty());
+        assert_eq!(client.core.error(), None);
+    }
+
+    #[test]
+    fn a_get_is_accepted_with_its_head() {
+        let mut client = Client::plain();
+        let fields = [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "a.example"),
+            (":path", "/p/q?x=1&y"),
+            ("accept", "*/*"),
+        ];
+        let bytes = client.headers(1, frame::END_HEADERS | frame::END_STREAM, &fields);
+        client.send(&bytes);
+        let accepted = client.accepted();
+        assert_eq!(accepted.len(), 1);
+        let a = &accepted[0];
+        assert_eq!((a.id, a.end_stream), (1, true));
+        assert_eq!((a.head.method(), a.head.path(), a.head.query()), ("GET", "/p/q", Some("x=1&y")));
+        let got: Vec<_> = a.head.fields().collect();
+        assert_eq!(got, vec![("host", &b"a.example"[..]), ("accept", &b"*/*"[..])]);
+        assert!(client.read().is_empty());
+        assert!(client.core.is_end_stream(1));
+    }
+
+    #[test]
+    fn a_response_is_split_at_the_peers_max_frame_size() {
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.accepted();
+        client
+            .core
+            .send_headers(1, false, |enc, dst| {
+                enc.status(200, dst);
+                enc.field(b"content-type", b"text/plain", dst);
+            })
+            .unwrap();
+        client.core.send_data(1, Bytes::from(vec![7u8; 40_000]), true).unwrap();
+        let frames = client.read();
+        assert_eq!(
+            kinds(&frames)[1..],
+            [
+                (frame::DATA, 0, 1, 16_384),
+                (frame::DATA, 0, 1, 16_384),
+                (frame::DATA, frame::END_STREAM, 1, 7_232)
+            ]
+        );
+        assert_eq!((frames[0].head.kind, frames[0].head.flags), (frame::HEADERS, frame::END_HEADERS));
+        let fields = client.decode(&frames[0].payload.clone());
+        assert_eq!(fields, [(":status".into(), "200".into()), ("content-type".into(), "text/plain".into())]);
+        assert!(frames[1..].iter().all(|f| f.payload.iter().all(|&b| b == 7)));
+        client.core.release(1);
+        assert!(client.core.streams.is_empty());
+        assert_eq!(client.core.active, 0);
+
+        // A larger SETTINGS_MAX_FRAME_SIZE makes larger frames.
+        client.send(&settings(&[(MAX_FRAME_SIZE, 20_000)]));
+        let get = client.get(3);
+        client.send(&get);
+        client.read();
+        client.respond(3, false);
+        client.core.send_data(3, Bytes::from(vec![7u8; 20_001]), true).unwrap();
+        let frames = client.read();
+        assert_eq!(
+            kinds(&frames)[1..],
+            [(frame::DATA, 0, 3, 20_000), (frame::DATA, frame::END_STREAM, 3, 1)]
+        );
+    }
+
+    #[test]
+    fn data_waits_for_the_stream_window() {
+        let mut client = Client::plain();
+        client.send(&settings(&[(INITIAL_WINDOW_SIZE, 1)]));
+        let get = client.get(1);
+        client.send(&get);
+        client.read();
+        client.respond(1, false);
+        let mut cx = noop_cx();
+        assert_eq!(client.core.poll_capacity(1, 100, &mut cx), Poll::Ready(Ok(1)));
+        client.core.send_data(1, Bytes::from_static(b"0123456789"), true).unwrap();
+        let frames = client.read();
+        assert_eq!(kinds(&frames)[1..], [(frame::DATA, 0, 1, 1)]);
+        client.send(&window_update(1, 100));
+        let frames = client.read();
+        assert_eq!(kinds(&frames), [(frame::DATA, frame::END_STREAM, 1, 9)]);
+        assert_eq!(frames[0].payload, b"123456789");
+    }
+
+    #[test]
+    fn data_waits_for_the_connection_window() {
+        let mut client = Client::plain();
+        client.send(&settings(&[(INITIAL_WINDOW_SIZE, 1 << 20)]));
+        let get = client.get(1);
+        client.send(&get);
+        client.read();
+        client.respond(1, false);
+        client.core.send_data(1, Bytes::from(vec![1u8; 70_000]), true).unwrap();
+        let sent: usize =
+            client.read().iter().filter(|f| f.head.kind == frame::DATA).map(|f| f.head.len).sum();
+        assert_eq!(sent, 65_535);
+        client.send(&window_update(0, 10_000));
+        assert_eq!(kinds(&client.read()), [(frame::DATA, frame::END_STREAM, 1, 70_000 - 65_535)]);
+    }
+
+    #[test]
+    fn a_settings_decrease_can_make_a_window_negative() {
+        // RFC 9113 §6.9.2: the window goes below zero and the sender waits
+        // until WINDOW_UPDATEs bring it above.
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.read();
+        client.respond(1, false);
+        client.core.send_data(1, Bytes::from(vec![1u8; 100]), false).unwrap();
+        assert_eq!(kinds(&client.read())[1..], [(frame::DATA, 0, 1, 100)]);
+        // 65,535 - 100 + (50 - 65,535) = -50.
+        client.send(&settings(&[(INITIAL_WINDOW_SIZE, 50)]));
+        assert_eq!(kinds(&client.read()), [(frame::SETTINGS, frame::ACK, 0, 0)]);
+        client.core.send_data(1, Bytes::from(vec![2u8; 10]), true).unwrap();
+        assert!(client.read().is_empty());
+        assert_eq!(client.core.capacity(1), 0);
+        client.send(&window_update(1, 50));
+        assert!(client.read().is_empty(), "window 0 sends nothing");
+        client.send(&window_update(1, 4));
+        assert_eq!(kinds(&client.read()), [(frame::DATA, 0, 1, 4)]);
+        client.send(&window_update(1, 100));
+        assert_eq!(kinds(&client.read()), [(frame::DATA, frame::END_STREAM, 1, 6)]);
+    }
+
+    #[test]
+    fn window_overflow_is_a_flow_control_error() {
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.read();
+        client.send(&window_update(1, MAX_WINDOW as u32));
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].rst(), (1, Reason::FLOW_CONTROL_ERROR));
+        assert_eq!(client.core.error(), None);
+        assert!(client.core.is_reset(1));
+
+        client.send(&window_update(0, MAX_WINDOW as u32));
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].goaway(), (1, Reason::FLOW_CONTROL_ERROR));
+        assert_eq!(client.core.error(), Some(Reason::FLOW_CONTROL_ERROR));
+        assert!(!client.core.wants_input());
+
+        // Through SETTINGS: a stream window pushed past 2^31-1.
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.send(&window_update(1, MAX_WINDOW as u32 - 65_535));
+        client.read();
+        client.send(&settings(&[(INITIAL_WINDOW_SIZE, 65_536)]));
+        assert_eq!(client.read()[0].goaway().1, Reason::FLOW_CONTROL_ERROR);
+    }
+
+    #[test]
+    fn a_request_body_is_read_and_its_window_given_back() {
+        let config = Http2Config {
+            initial_stream_window: 16,
+            initial_connection_window: 16,
+            ..Http2Config::default()
+        };
+        let mut client = Client::new(&config);
+        let post = client.post(1, None);
+        client.send(&post);
+        let accepted = client.accepted();
+        assert!(!accepted[0].end_stream);
+        let mut cx = noop_cx();
+        assert!(client.core.poll_data(1, &mut cx).is_pending());
+        client.send(&frame(frame::DATA, 0, 1, b"0123456789"));
+        match client.core.poll_data(1, &mut cx) {
+            Poll::Ready(Ok(Some(data))) => assert_eq!(&data[..], b"0123456789"),
+            other => panic!("{:?}", other.map(|r| r.map(|d| d.map(|d| d.len())))),
+        }
+        assert!(client.core.poll_data(1, &mut cx).is_pending());
+        assert!(client.read().is_empty(), "nothing given back before the reader took it");
+        client.core.release_capacity(1, 10);
+        let frames = client.read();
+        assert_eq!(kinds(&frames), [(frame::WINDOW_UPDATE, 0, 1, 4), (frame::WINDOW_UPDATE, 0, 0, 4)]);
+        assert_eq!((frames[0].word(0), frames[1].word(0)), (10, 10));
+        // Beyond the (refilled) stream window: a stream error.
+        client.send(&frame(frame::DATA, 0, 1, &[0; 17]));
+        let frames = client.read();
+        let reset = frames.iter().find(|f| f.head.kind == frame::RST_STREAM).unwrap();
+        assert_eq!(reset.rst(), (1, Reason::FLOW_CONTROL_ERROR));
+        assert_eq!(
+            client.core.poll_data(1, &mut cx),
+            Poll::Ready(Err(StreamGone::Reset(Reason::FLOW_CONTROL_ERROR)))
+        );
+    }
+
+    #[test]
+    fn a_body_ends_with_end_stream() {
+        let mut client = Client::plain();
+        let post = client.post(1, Some("5"));
+        client.send(&post);
+        client.accepted();
+        client.send(&frame(frame::DATA, frame::END_STREAM, 1, b"hello"));
+        let mut cx = noop_cx();
+        assert!(matches!(client.core.poll_data(1, &mut cx), Poll::Ready(Ok(Some(d))) if &d[..] == b"hello"));
+        assert_eq!(client.core.poll_data(1, &mut cx), Poll::Ready(Ok(None)));
+        assert!(client.core.is_end_stream(1));
+        assert!(client.read().is_empty());
+    }
+
+    #[test]
+    fn a_content_length_mismatch_resets_the_stream() {
+        for (body, end) in [(&b"hi"[..], true), (&b"toolong"[..], false)] {
+            let mut client = Client::plain();
+            let post = client.post(1, Some("5"));
+            client.send(&post);
+            client.accepted();
+            client.send(&frame(frame::DATA, if end { frame::END_STREAM } else { 0 }, 1, body));
+            let frames = client.read();
+            assert_eq!(frames.len(), 1, "{frames:?}");
+            assert_eq!(frames[0].rst(), (1, Reason::PROTOCOL_ERROR));
+            assert_eq!(client.core.error(), None);
+        }
+        // END_STREAM on the head with a non-zero content-length.
+        let mut client = Client::plain();
+        let mut fields = POST.to_vec();
+        fields.push(("content-length", "3"));
+        let bytes = client.headers(1, frame::END_HEADERS | frame::END_STREAM, &fields);
+        client.send(&bytes);
+        assert!(client.accepted().is_empty());
+        assert_eq!(client.read()[0].rst(), (1, Reason::PROTOCOL_ERROR));
+    }
+
+    #[test]
+    fn data_on_an_idle_stream_is_a_connection_error() {
+        let mut client = Client::plain();
+        client.send(&frame(frame::DATA, 0, 3, b"x"));
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].goaway(), (0, Reason::PROTOCOL_ERROR));
+        let mut client = Client::plain();
+        client.send(&frame(frame::DATA, 0, 0, b"x"));
+        assert_eq!(client.read()[0].goaway(), (0, Reason::PROTOCOL_ERROR));
+    }
+
+    #[test]
+    fn data_on_a_closed_stream_is_stream_closed() {
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.accepted();
+        client.respond(1, true);
+        client.core.release(1);
+        client.read();
+        assert!(client.core.streams.is_empty());
+        client.send(&frame(frame::DATA, 0, 1, b"late"));
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].rst(), (1, Reason::STREAM_CLOSED));
+        // A half-closed (remote) stream: the request had ended.
+        let get = client.get(3);
+        client.send(&get);
+        client.send(&frame(frame::DATA, 0, 3, b"late"));
+        assert_eq!(client.read()[0].rst(), (3, Reason::STREAM_CLOSED));
+        assert_eq!(client.core.error(), None);
+    }
+
+    #[test]
+    fn continuation_frames_must_follow_their_headers() {
+        // A block split over HEADERS and two CONTINUATION frames.
+        let mut client = Client::plain();
+        let whole = client.get(1);
+        let block = &whole[HEADER_LEN..];
+        let (a, rest) = block.split_at(3);
+        let (b, c) = rest.split_at(2);
+        client.send(&frame(frame::HEADERS, frame::END_STREAM, 1, a));
+        client.send(&frame(frame::CONTINUATION, 0, 1, b));
+        assert!(client.accepted().is_empty());
+        client.send(&frame(frame::CONTINUATION, frame::END_HEADERS, 1, c));
+        let accepted = client.accepted();
+        assert_eq!(accepted.len(), 1);
+        assert_eq!((accepted[0].head.method(), accepted[0].end_stream), ("GET", true));
+
+        let interruptions = [
+            frame(frame::PING, 0, 0, &PING_PAYLOAD),
+            frame(frame::DATA, 0, 1, b"x"),
+            frame(frame::CONTINUATION, frame::END_HEADERS, 3, &[]),
+        ];
+        for interruption in interruptions {
+            let mut client = Client::plain();
+            let whole = client.get(1);
+            client.send(&frame(frame::HEADERS, frame::END_STREAM, 1, &whole[HEADER_LEN..HEADER_LEN + 2]));
+            client.send(&interruption);
+            let frames = client.read();
+            assert_eq!(frames.len(), 1, "{frames:?}");
+            assert_eq!(frames[0].goaway().1, Reason::PROTOCOL_ERROR);
+        }
+
+        let mut client = Client::plain();
+        client.send(&frame(frame::CONTINUATION, frame::END_HEADERS, 1, &[0x82]));
+        assert_eq!(client.read()[0].goaway(), (0, Reason::PROTOCOL_ERROR));
+    }
+
+    #[test]
+    fn streams_past_the_concurrency_limit_are_refused() {
+        let config = Http2Config { max_concurrent_streams: 2, ..Http2Config::default() };
+        let mut client = Client::new(&config);
+        for id in [1, 3, 5] {
+            let post = client.post(id, None);
+            client.send(&post);
+        }
+        let accepted = client.accepted();
+        assert_eq!(accepted.iter().map(|a| a.id).collect::<Vec<_>>(), [1, 3]);
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].rst(), (5, Reason::REFUSED_STREAM));
+        // A closed stream makes room.
+        client.send(&rst(1, Reason::CANCEL));
+        client.core.release(1);
+        let post = client.post(7, None);
+        client.send(&post);
+        assert_eq!(client.accepted().len(), 1);
+        assert!(client.read().is_empty());
+    }
+
+    #[test]
+    fn rapid_reset_ends_the_connection() {
+        let config = Http2Config::default();
+        let mut client = Client::new(&config);
+        let mut bytes = Vec::new();
+        for i in 0..config.max_pending_accept_reset_streams as u32 {
+            bytes.extend(client.get(2 * i + 1));
+            bytes.extend(rst(2 * i + 1, Reason::CANCEL));
+        }
+        client.send(&bytes);
+        assert_eq!(client.core.error(), None, "at the budget");
+        // Taking the batch resets the count; the next read goes past it.
+        client.accepted();
+        let mut bytes = Vec::new();
+        let base = 2 * config.max_pending_accept_reset_streams as u32 + 1;
+        for i in 0..=config.max_pending_accept_reset_streams as u32 {
+            bytes.extend(client.get(base + 2 * i));
+            bytes.extend(rst(base + 2 * i, Reason::CANCEL));
+        }
+        client.send(&bytes);
+        let frames = client.read();
+        assert_eq!(frames.last().unwrap().goaway().1, Reason::ENHANCE_YOUR_CALM);
+    }
+
+    #[test]
+    fn an_empty_data_flood_ends_the_connection() {
+        let mut client = Client::plain();
+        let post = client.post(1, None);
+        client.send(&post);
+        let empty = frame(frame::DATA, 0, 1, &[]);
+        for _ in 0..EMPTY_DATA_BUDGET {
+            client.send(&empty);
+        }
+        assert_eq!(client.core.error(), None);
+        client.send(&empty);
+        assert_eq!(client.read()[0].goaway(), (1, Reason::ENHANCE_YOUR_CALM));
+    }
+
+    #[test]
+    fn releasing_an_unfinished_response_cancels_it() {
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.accepted();
+        client.respond(1, false);
+        client.core.release(1);
+        let frames = client.read();
+        assert_eq!(frames[0].head.kind, frame::HEADERS);
+        assert_eq!(frames[1].rst(), (1, Reason::CANCEL));
+        assert!(client.core.streams.is_empty());
+        assert_eq!(client.core.active, 0);
+    }
+
+    #[test]
+    fn releasing_an_answered_stream_with_an_open_body_refuses_the_rest() {
+        let mut client = Client::plain();
+        let post = client.post(1, None);
+        client.send(&post);
+        client.accepted();
+        client.respond(1, false);
+        client.core.send_data(1, Bytes::from_static(b"done"), true).unwrap();
+        client.core.release(1);
+        let frames = client.read();
+        assert_eq!(kinds(&frames)[1..2], [(frame::DATA, frame::END_STREAM, 1, 4)]);
+        assert_eq!(frames[2].rst(), (1, Reason::NO_ERROR));
+        assert!(client.core.streams.is_empty());
+
+        // The same with the response still waiting for window: the reset
+        // follows the last DATA once it is out.
+        let mut client = Client::plain();
+        client.send(&settings(&[(INITIAL_WINDOW_SIZE, 2)]));
+        let post = client.post(1, None);
+        client.send(&post);
+        client.accepted();
+        client.respond(1, false);
+        client.core.send_data(1, Bytes::from_static(b"done"), true).unwrap();
+        client.core.release(1);
+        let frames = client.read();
+        assert_eq!(kinds(&frames)[2..], [(frame::DATA, 0, 1, 2)]);
+        client.send(&window_update(1, 2));
+        let frames = client.read();
+        assert_eq!(kinds(&frames)[..1], [(frame::DATA, frame::END_STREAM, 1, 2)]);
+        assert_eq!(frames[1].rst(), (1, Reason::NO_ERROR));
+        assert!(client.core.streams.is_empty());
+    }
+
+    #[test]
+    fn go_away_finishes_the_streams_in_flight() {
+        let mut client = Client::plain();
+        let get = client.get(1);
+        client.send(&get);
+        client.accepted();
+        client.core.go_away();
+        assert_eq!(client.read()[0].goaway(), (1, Reason::NO_ERROR));
+        let get = client.get(3);
+        client.send(&get);
+        assert!(client.accepted().is_empty(), "a stream opened after GOAWAY is ignored");
+        assert!(!client.core.finished());
+        client.respond(1, true);
+        assert!(!client.core.finished(), "the driver still holds stream 1");
+        client.core.release(1);
+        assert!(client.core.finished());
+        let frames = client.read();
+        assert_eq!(kinds(&frames), [(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 1, 1)]);
+        client.core.go_away();
+        assert!(client.read().is_empty(), "one GOAWAY");
+    }
+
+    #[test]
+    fn frames_on_streams_ignored_after_go_away_are_no_connection_error() {
+        // A client that opened stream 3 with a body before it saw the
+        // GOAWAY: its frames on stream 3 must not fail stream 1 with the
+        // connection (RFC 9113 §6.8).
+        let mut client = Client::plain();
+        let post = client.post(1, None);
+        client.send(&post);
+        client.accepted();
+        client.core.go_away();
+        client.read();
+        let post = client.post(3, None);
+        client.send(&post);
+        client.send(&frame(frame::DATA, 0, 3, b"body"));
+        client.send(&window_update(3, 10));
+        client.send(&rst(3, Reason::CANCEL));
+        assert_eq!(client.core.error(), None);
+        assert!(client.read().iter().all(|f| f.head.kind != frame::GOAWAY));
+        // A later connection error does not raise GOAWAY's last stream.
+        client.send(&frame(frame::PING, 0, 1, &PING_PAYLOAD));
+        assert_eq!(client.read().last().unwrap().goaway(), (1, Reason::PROTOCOL_ERROR));
+    }
+
+    #[test]
+    fn a_ping_flood_stops_at_the_output_high_water_mark() {
+        let mut client = Client::plain();
+        let ping = frame(frame::PING, 0, 0, &PING_PAYLOAD);
+        let count = OUT_HIGH / ping.len() + 100;
+        let flood: Vec<u8> = ping.iter().copied().cycle().take(ping.len() * count).collect();
+        client.send(&flood);
+        assert!(client.core.out.len() >= OUT_HIGH);
+        assert!(client.core.out.len() < OUT_HIGH + ping.len());
+        assert!(!client.core.wants_input());
+        assert!(!client.input.is_empty(), "the rest of the flood is left unread");
+        let left = client.input.len();
+        client.core.receive(&mut client.input);
+        assert_eq!(client.input.len(), left, "nothing read while the output is high");
+        let answered = client.read().len();
+        client.core.receive(&mut client.input);
+        assert!(client.input.is_empty());
+        assert_eq!(answered + client.read().len(), count);
     }
 }
