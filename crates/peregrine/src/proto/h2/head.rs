@@ -156,7 +156,9 @@ impl RequestHead {
         }
         let Some(method) = self.method.clone() else { return self.malformed("no :method") };
         let connect = self.get(&method) == b"CONNECT";
-        if !self.get(&method).iter().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b)) {
+        // A token is at least one character (RFC 9110 §5.6.2).
+        let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+        if self.get(&method).is_empty() || !self.get(&method).iter().all(token) {
             return self.malformed("a :method that is not a token");
         }
         if self.protocol.is_some() && !(connect && connect_protocol) {
@@ -274,6 +276,7 @@ mod tests {
             [&GET[..], &[("content-length", "1"), ("content-length", "2")]].concat(),
             vec![(":method", "CONNECT"), (":authority", "a:1"), (":path", "/")],
             [&GET[..], &[(":protocol", "websocket")]].concat(),
+            vec![(":method", ""), (":scheme", "https"), (":path", "/")],
         ];
         for case in cases {
             assert!(head(&case).malformed_reason().is_some(), "accepted {case:?}");
