@@ -38,8 +38,9 @@
 mod activity;
 mod body;
 mod connect;
-mod core;
-mod frame;
+// Reachable crate-wide for `crate::fuzzing`'s HTTP/2 harness.
+pub(crate) mod core;
+pub(crate) mod frame;
 mod handle;
 mod head;
 #[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
