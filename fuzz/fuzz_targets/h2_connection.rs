@@ -80,6 +80,9 @@ struct Allowance {
     /// stream: the most the server can give back in WINDOW_UPDATEs.
     data: i64,
     stream_data: HashMap<u32, i64>,
+    /// The highest stream the client sent HEADERS on: streams above are
+    /// idle, and RST_STREAM must not name them (RFC 9113 §6.4).
+    opened: u32,
 }
 
 impl Allowance {
@@ -109,6 +112,7 @@ impl Allowance {
                         }
                     }
                 }
+                HEADERS => self.opened = self.opened.max(h.stream),
                 DATA => {
                     self.data += h.len as i64;
                     *self.stream_data.entry(h.stream).or_default() += h.len as i64;
@@ -249,6 +253,7 @@ impl Client {
             }
             RST_STREAM => {
                 assert!(h.len == 4 && h.stream != 0, "a malformed RST_STREAM");
+                assert!(h.stream <= allowed.opened, "RST_STREAM on idle stream {}", h.stream);
                 self.streams.entry(h.stream).or_default().reset = true;
             }
             SETTINGS => {

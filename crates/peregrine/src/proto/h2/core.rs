@@ -512,7 +512,10 @@ impl Core {
             _ => Ok(()),
         };
         if let Err(e) = result {
-            if e.stream {
+            // RST_STREAM must not be sent on an idle stream (RFC 9113
+            // §6.4): a stream error there (a malformed PRIORITY) ends the
+            // connection instead.
+            if e.stream && !self.is_idle(head.stream) {
                 self.reset_stream(head.stream, e.reason, true);
             } else {
                 self.fail(e.reason, "invalid frame");
@@ -1727,6 +1730,30 @@ mod tests {
         let mut client = Client::plain();
         client.send(&frame(frame::CONTINUATION, frame::END_HEADERS, 1, &[0x82]));
         assert_eq!(client.read()[0].goaway(), (0, Reason::PROTOCOL_ERROR));
+    }
+
+    #[test]
+    fn a_malformed_priority_on_an_idle_stream_is_a_connection_error() {
+        // On an open stream: a stream error.
+        let mut client = Client::plain();
+        let post = client.post(1, None);
+        client.send(&post);
+        client.send(&frame(frame::PRIORITY, 0, 1, &[0, 0, 0, 0]));
+        assert_eq!(client.read()[0].rst(), (1, Reason::FRAME_SIZE_ERROR));
+        // Stream 3 is idle, and a stream there cannot be reset: a
+        // self-dependency fails the connection.
+        client.send(&frame(frame::PRIORITY, 0, 3, &[0, 0, 0, 3, 0]));
+        let frames = client.read();
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].goaway(), (1, Reason::PROTOCOL_ERROR));
+        let mut client = Client::plain();
+        client.send(&frame(frame::PRIORITY, 0, 3, &[0, 0, 0, 0]));
+        assert_eq!(client.read()[0].goaway(), (0, Reason::FRAME_SIZE_ERROR));
+        // A well-formed PRIORITY on an idle stream is fine.
+        let mut client = Client::plain();
+        client.send(&frame(frame::PRIORITY, 0, 5, &[0, 0, 0, 1, 0]));
+        assert!(client.read().is_empty());
+        assert_eq!(client.core.error(), None);
     }
 
     #[test]
