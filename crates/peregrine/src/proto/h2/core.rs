@@ -1408,7 +1408,10 @@ mod tests {
             (frames[0].head.kind, frames[0].head.flags, frames[0].head.stream),
             (frame::SETTINGS, 0, 0)
         );
-        let params = frame::settings(&frames[0].head, &frames[0].payload).unwrap();
+        let params: Vec<_> = match frame::settings(&frames[0].head, &frames[0].payload) {
+            Ok(params) => params.collect(),
+            Err(e) => panic!("invalid SETTINGS: {e:?}"),
+        };
         assert!(params.contains(&(INITIAL_WINDOW_SIZE, 256 * 1024)), "{params:?}");
         assert!(params.contains(&(MAX_CONCURRENT_STREAMS, 128)), "{params:?}");
         assert!(params.contains(&(ENABLE_CONNECT_PROTOCOL, 1)), "{params:?}");
