@@ -13,7 +13,11 @@
 //! (allocations per field). Here one connection is one task's state
 //! (`Rc<RefCell<Core>>`, no locks), a response's frames are encoded
 //! straight into the connection's output buffer, and a request head is
-//! decoded into a reused buffer ([`RequestHead`]).
+//! decoded into a reused buffer ([`RequestHead`]). Measured with
+//! `scripts/h2-bench 8 64` on a quiet machine, in one run with the peers:
+//! baseline-h2c went from 395k requests/s at 100% server CPU on `h2` to
+//! 984k at 87% (1,125,894 per server CPU-second: 1.28x h2o's), and an idle
+//! h2c connection from 22.3 to 8.8 KiB (`stress idle`).
 //!
 //! Streams reach the driver as [`Accepted`]; it answers them in the
 //! connection's task or hands them to a stream task through the handles in
