@@ -556,3 +556,64 @@ fn a_large_static_file_over_tls_http1_arrives_whole_and_ranges_work() {
     assert!(part.body == want[70_000..3_000_001], "the range differs");
     server.shutdown();
 }
+
+/// Response bytes a handler streamed, within a second, over TLS to a client
+/// with a 4 KiB receive buffer that reads nothing after the handshake and
+/// its request, under `config`.
+fn streamed_over_tls_to_a_reader_that_never_reads(config: Config) -> usize {
+    use futures_util::StreamExt;
+    let dir = certs();
+    let produced = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&produced);
+    let server = Server::with_config(config)
+        .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls_of(&dir)))
+        .start(move |_| {
+            let counter = Arc::clone(&counter);
+            async move {
+                peregrine::Router::new().get("/endless", move || {
+                    let counter = Arc::clone(&counter);
+                    async move {
+                        let chunks = futures_util::stream::repeat(()).take(4096).map(move |()| {
+                            counter.fetch_add(16 * 1024, Ordering::SeqCst);
+                            Ok::<_, std::io::Error>(vec![b'e'; 16 * 1024])
+                        });
+                        peregrine::Response::stream("application/octet-stream", chunks)
+                    }
+                })
+            }
+        })
+        .expect("TLS server starts");
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.local_addr().into()).unwrap();
+    let tcp: TcpStream = socket.into();
+    tcp.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    let conn = ClientConnection::new(http1_client(&dir), ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut stream = StreamOwned::new(conn, tcp);
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock).expect("TLS handshake");
+    }
+    stream.write_all(b"GET /endless HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    stream.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let streamed = produced.load(Ordering::SeqCst);
+    drop(stream);
+    server.shutdown();
+    streamed
+}
+
+/// `Config::tcp_notsent_lowat` holds over TLS too: a reader whose window
+/// stays closed lets the server queue a bounded amount (the cap plus
+/// rustls's own buffer), where without it Linux grows the send buffer.
+#[test]
+fn unsent_response_bytes_are_capped_over_tls_for_a_reader_that_does_not_read() {
+    let capped = streamed_over_tls_to_a_reader_that_never_reads(config());
+    assert!(capped <= 512 * 1024, "{capped} bytes taken for a TLS client that reads nothing");
+    let uncapped =
+        streamed_over_tls_to_a_reader_that_never_reads(Config { tcp_notsent_lowat: None, ..config() });
+    eprintln!("streamed to a TLS reader that reads nothing: {capped} bytes capped, {uncapped} uncapped");
+    assert!(
+        uncapped >= 2 * capped && uncapped > 512 * 1024,
+        "without the cap: {uncapped} bytes; with it: {capped}"
+    );
+}

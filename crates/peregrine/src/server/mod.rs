@@ -192,7 +192,7 @@ impl Server {
             let mut local = None;
             if listener.speaks_tcp() {
                 let role = accept::Role::of(listener)?;
-                let (local_addr, group) = bind_group(listener.addr, count, &config, listener.is_tls())?;
+                let (local_addr, group) = bind_group(listener.addr, count, &config)?;
                 local = Some(local_addr);
                 for (worker, socket) in per_worker.iter_mut().zip(group) {
                     worker.push((socket, role.clone()));
@@ -358,18 +358,11 @@ impl Server {
 /// Binds `count` sockets of one `SO_REUSEPORT` group on `addr`, one per
 /// worker, and steers the group's connections to them alone. With port 0
 /// the first bind picks the port and the others join it.
-fn bind_group(
-    addr: SocketAddr,
-    count: usize,
-    config: &Config,
-    tls: bool,
-) -> io::Result<(SocketAddr, Vec<StdListener>)> {
+fn bind_group(addr: SocketAddr, count: usize, config: &Config) -> io::Result<(SocketAddr, Vec<StdListener>)> {
     if addr.port() != 0 {
         ensure_port_free(addr)?;
     }
-    // Cleartext listeners only: see `Config::tcp_notsent_lowat` for what it
-    // cost TLS.
-    let notsent_lowat = config.tcp_notsent_lowat.filter(|_| !tls);
+    let notsent_lowat = config.tcp_notsent_lowat;
     let first = bind(addr, config.backlog, notsent_lowat)?;
     let local_addr = first.local_addr()?;
     let mut group = vec![first];
