@@ -56,6 +56,8 @@ pub(crate) const OUT_HIGH: usize = 256 * 1024;
 const ACCEPT_BATCH: usize = 256;
 /// Empty DATA frames (without END_STREAM) a connection may send in a row.
 const EMPTY_DATA_BUDGET: u32 = 1000;
+/// Streams reset by the server whose late frames are ignored.
+const RECENT_RESETS: usize = 128;
 /// Output buffer capacity kept across waits (about 100 small answers).
 const KEEP_TAIL: usize = 16 * 1024;
 /// DATA payloads up to this size are copied into the output buffer; larger
@@ -303,6 +305,11 @@ pub(crate) struct Core {
     peer_goaway: bool,
     pending_accept_resets: usize,
     local_error_resets: usize,
+    /// Streams the server reset lately, newest last: what the client still
+    /// sends on them (it may not have seen the RST_STREAM yet) is ignored
+    /// (RFC 9113 §5.4.2), not answered with another reset or, for
+    /// trailers, a connection error.
+    recently_reset: VecDeque<u32>,
     empty_data: u32,
     conn_waker: Option<Waker>,
     /// A stream handle queued output since the driver last looked.
@@ -341,6 +348,7 @@ impl Core {
             peer_goaway: false,
             pending_accept_resets: 0,
             local_error_resets: 0,
+            recently_reset: VecDeque::new(),
             empty_data: 0,
             conn_waker: None,
             dirty: false,
@@ -433,6 +441,12 @@ impl Core {
     /// A stream error: RST_STREAM with `reason`.
     fn reset_stream(&mut self, id: u32, reason: Reason, counts_as_error: bool) {
         self.out.put(|o| frame::put_word(o, frame::RST_STREAM, id, reason.0));
+        if !self.recently_reset.contains(&id) {
+            if self.recently_reset.len() == RECENT_RESETS {
+                self.recently_reset.pop_front();
+            }
+            self.recently_reset.push_back(id);
+        }
         if counts_as_error {
             self.local_error_resets += 1;
             if self.local_error_resets > self.config.max_local_error_reset_streams {
@@ -557,8 +571,9 @@ impl Core {
         }
         let Some(stream) = self.streams.get_mut(&id) else {
             self.release_connection(flow);
-            if self.goaway.is_some_and(|last| id > last) {
-                // A stream ignored after GOAWAY (RFC 9113 §6.8).
+            if self.goaway.is_some_and(|last| id > last) || self.recently_reset.contains(&id) {
+                // A stream ignored after GOAWAY (RFC 9113 §6.8), or one the
+                // server reset (§5.4.2).
                 return;
             }
             if self.is_idle(id) {
@@ -568,6 +583,9 @@ impl Core {
         };
         if stream.recv_closed {
             self.release_connection(flow);
+            if self.recently_reset.contains(&id) {
+                return;
+            }
             return self.reset_stream(id, Reason::STREAM_CLOSED, false);
         }
         if flow > stream.recv_window {
@@ -666,6 +684,9 @@ impl Core {
             self.head_pool.push(head);
             let Some(stream) = self.streams.get_mut(&id) else { return };
             if stream.recv_closed {
+                if self.recently_reset.contains(&id) {
+                    return;
+                }
                 return self.reset_stream(id, Reason::STREAM_CLOSED, false);
             }
             if !end_stream || malformed || stream.content_length.is_some_and(|n| stream.received != n) {
@@ -688,6 +709,10 @@ impl Core {
         }
         if !self.is_idle(id) {
             self.head_pool.push(head);
+            if self.recently_reset.contains(&id) {
+                // Trailers on a stream the server reset: ignored (§5.4.2).
+                return;
+            }
             return self.fail(Reason::STREAM_CLOSED, "HEADERS on a closed stream");
         }
         self.last_client_id = id;
@@ -1700,6 +1725,33 @@ mod tests {
         client.send(&get);
         client.send(&frame(frame::DATA, 0, 3, b"late"));
         assert_eq!(client.read()[0].rst(), (3, Reason::STREAM_CLOSED));
+        assert_eq!(client.core.error(), None);
+    }
+
+    #[test]
+    fn late_frames_on_a_stream_the_server_reset_are_ignored() {
+        let mut client = Client::plain();
+        // A request with a body still coming; the server resets it.
+        let mut block = Vec::new();
+        let mut enc = Encoder::new();
+        enc.field(b":method", b"POST", &mut block);
+        enc.field(b":scheme", b"http", &mut block);
+        enc.field(b":path", b"/upload", &mut block);
+        client.send(&frame(frame::HEADERS, frame::END_HEADERS, 1, &block));
+        client.accepted();
+        client.core.send_reset(1, Reason::CANCEL);
+        client.core.release(1);
+        assert_eq!(client.read()[0].rst(), (1, Reason::CANCEL));
+        // What the client had in flight: DATA, then trailers.
+        client.send(&frame(frame::DATA, 0, 1, b"more body"));
+        let mut trailers = Vec::new();
+        enc.field(b"x-checksum", b"1", &mut trailers);
+        client.send(&frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 1, &trailers));
+        let frames = client.read();
+        assert!(
+            frames.iter().all(|f| f.head.kind != frame::RST_STREAM && f.head.kind != frame::GOAWAY),
+            "{frames:?}"
+        );
         assert_eq!(client.core.error(), None);
     }
 
