@@ -10,8 +10,6 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt as _;
-
 use common::{config, get, post, start, Client};
 use http_probe::corpus::{self, Expect};
 use peregrine::fs::ServeDir;
@@ -331,18 +329,7 @@ fn streamed_to_a_reader_that_never_reads(config: Config) -> usize {
     let server = Server::with_config(config)
         .spawn("127.0.0.1:0", move |_| {
             let counter = Arc::clone(&counter);
-            async move {
-                Router::new().get("/endless", move || {
-                    let counter = Arc::clone(&counter);
-                    async move {
-                        let chunks = futures_util::stream::repeat(()).take(4096).map(move |()| {
-                            counter.fetch_add(16 * 1024, Ordering::SeqCst);
-                            Ok::<_, std::io::Error>(vec![b'e'; 16 * 1024])
-                        });
-                        peregrine::Response::stream("application/octet-stream", chunks)
-                    }
-                })
-            }
+            async move { common::endless_router(counter) }
         })
         .unwrap();
     let stalled = small_window_client(server.local_addr(), b"GET /endless HTTP/1.1\r\nHost: a\r\n\r\n");

@@ -561,7 +561,6 @@ fn a_large_static_file_over_tls_http1_arrives_whole_and_ranges_work() {
 /// with a 4 KiB receive buffer that reads nothing after the handshake and
 /// its request, under `config`.
 fn streamed_over_tls_to_a_reader_that_never_reads(config: Config) -> usize {
-    use futures_util::StreamExt;
     let dir = certs();
     let produced = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&produced);
@@ -569,18 +568,7 @@ fn streamed_over_tls_to_a_reader_that_never_reads(config: Config) -> usize {
         .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls_of(&dir)))
         .start(move |_| {
             let counter = Arc::clone(&counter);
-            async move {
-                peregrine::Router::new().get("/endless", move || {
-                    let counter = Arc::clone(&counter);
-                    async move {
-                        let chunks = futures_util::stream::repeat(()).take(4096).map(move |()| {
-                            counter.fetch_add(16 * 1024, Ordering::SeqCst);
-                            Ok::<_, std::io::Error>(vec![b'e'; 16 * 1024])
-                        });
-                        peregrine::Response::stream("application/octet-stream", chunks)
-                    }
-                })
-            }
+            async move { common::endless_router(counter) }
         })
         .expect("TLS server starts");
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();

@@ -258,3 +258,20 @@ impl Client {
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
+
+/// A router whose `GET /endless` streams 4,096 chunks of 16 KiB, adding
+/// each chunk to `produced` as the handler hands it over: how far the
+/// server gets writing to a client that does not read.
+pub fn endless_router(produced: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> peregrine::Router {
+    use futures_util::StreamExt;
+    peregrine::Router::new().get("/endless", move || {
+        let counter = std::sync::Arc::clone(&produced);
+        async move {
+            let chunks = futures_util::stream::repeat(()).take(4096).map(move |()| {
+                counter.fetch_add(16 * 1024, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, std::io::Error>(vec![b'e'; 16 * 1024])
+            });
+            peregrine::Response::stream("application/octet-stream", chunks)
+        }
+    })
+}

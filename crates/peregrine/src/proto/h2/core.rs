@@ -1386,6 +1386,13 @@ mod tests {
             self.headers(stream, frame::END_HEADERS, &fields)
         }
 
+        /// Sends a GET on `stream` and takes it as accepted.
+        fn open_get(&mut self, stream: u32) -> Vec<Accepted> {
+            let get = self.get(stream);
+            self.send(&get);
+            self.accepted()
+        }
+
         fn accepted(&mut self) -> Vec<Accepted> {
             let mut batch = Vec::new();
             self.core.take_accepted(&mut batch);
@@ -1489,9 +1496,7 @@ mod tests {
     #[test]
     fn a_response_is_split_at_the_peers_max_frame_size() {
         let mut client = Client::plain();
-        let get = client.get(1);
-        client.send(&get);
-        client.accepted();
+        client.open_get(1);
         client
             .core
             .send_headers(1, false, |enc, dst| {
@@ -1709,9 +1714,7 @@ mod tests {
     #[test]
     fn data_on_a_closed_stream_is_stream_closed() {
         let mut client = Client::plain();
-        let get = client.get(1);
-        client.send(&get);
-        client.accepted();
+        client.open_get(1);
         client.respond(1, true);
         client.core.release(1);
         client.read();
@@ -1878,9 +1881,7 @@ mod tests {
     #[test]
     fn releasing_an_unfinished_response_cancels_it() {
         let mut client = Client::plain();
-        let get = client.get(1);
-        client.send(&get);
-        client.accepted();
+        client.open_get(1);
         client.respond(1, false);
         client.core.release(1);
         let frames = client.read();
@@ -1926,9 +1927,7 @@ mod tests {
     #[test]
     fn go_away_finishes_the_streams_in_flight() {
         let mut client = Client::plain();
-        let get = client.get(1);
-        client.send(&get);
-        client.accepted();
+        client.open_get(1);
         client.core.go_away();
         assert_eq!(client.read()[0].goaway(), (1, Reason::NO_ERROR));
         let get = client.get(3);

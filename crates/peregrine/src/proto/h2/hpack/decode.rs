@@ -507,18 +507,7 @@ mod differential {
     use super::tests::{decode, Fields};
     use super::*;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use super::super::Rng;
 
     fn theirs(d: &mut loona_hpack::Decoder<'_>, block: &[u8]) -> Option<Fields> {
         let mut out = Vec::new();

@@ -63,3 +63,21 @@ impl fmt::Display for HpackError {
 }
 
 impl std::error::Error for HpackError {}
+
+/// The tests' random numbers: xorshift64*, deterministic, no dependency.
+#[cfg(test)]
+pub(super) struct Rng(pub(super) u64);
+
+#[cfg(test)]
+impl Rng {
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub(super) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
