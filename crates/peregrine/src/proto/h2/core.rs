@@ -255,6 +255,26 @@ impl Stream {
         self.queued.is_empty() && !self.queued_end && self.queued_trailers.is_none()
     }
 
+    /// Reset, by either side: nothing more is sent or received; wakes
+    /// every waiter. Returns the buffered body bytes it dropped, for the
+    /// connection window.
+    fn reset(&mut self, reason: Reason) -> i64 {
+        self.reset = Some(reason);
+        self.recv_closed = true;
+        self.send_ended = true;
+        self.queued.clear();
+        self.queued_end = false;
+        self.queued_trailers = None;
+        self.wake_all();
+        self.drop_buffered()
+    }
+
+    /// Drops the buffered body; returns its size, for the connection
+    /// window.
+    fn drop_buffered(&mut self) -> i64 {
+        self.recv_buf.drain(..).map(|b| b.len() as i64).sum()
+    }
+
     fn wake_all(&mut self) {
         for waker in
             [self.recv_waker.take(), self.cap_waker.take(), self.reset_waker.take()].into_iter().flatten()
@@ -454,15 +474,8 @@ impl Core {
             }
         }
         if let Some(stream) = self.streams.get_mut(&id) {
-            stream.reset = Some(reason);
-            stream.recv_closed = true;
-            stream.send_ended = true;
-            stream.queued.clear();
-            stream.queued_end = false;
-            stream.queued_trailers = None;
-            stream.wake_all();
-            let released: usize = stream.recv_buf.drain(..).map(|b| b.len()).sum();
-            self.release_connection(released as i64);
+            let released = stream.reset(reason);
+            self.release_connection(released);
             self.settle(id);
         }
     }
@@ -777,15 +790,9 @@ impl Core {
             return Err(frame::FrameError { reason: Reason::PROTOCOL_ERROR, stream: false });
         }
         let Some(stream) = self.streams.get_mut(&id) else { return Ok(()) };
-        stream.reset = Some(Reason(code));
-        stream.recv_closed = true;
-        stream.queued.clear();
-        stream.queued_end = false;
-        stream.queued_trailers = None;
-        stream.wake_all();
-        let released: usize = stream.recv_buf.drain(..).map(|b| b.len()).sum();
         let unanswered = !stream.send_ended;
-        self.release_connection(released as i64);
+        let released = stream.reset(Reason(code));
+        self.release_connection(released);
         // Rapid reset: streams reset before the driver even took them.
         if unanswered && self.accepted.iter().any(|a| a.id == id) {
             self.pending_accept_resets += 1;
@@ -952,9 +959,7 @@ impl Core {
                 self.reset_stream(id, Reason::NO_ERROR, false);
             } else if !stream.queued_is_empty() {
                 // Finished once the queue drains (`flush_stream`).
-                stream.reading = false;
-                let released: usize = stream.recv_buf.drain(..).map(|b| b.len()).sum();
-                self.release_connection(released as i64);
+                self.stop_reading(id);
                 return;
             }
         }
@@ -967,8 +972,8 @@ impl Core {
     pub(crate) fn stop_reading(&mut self, id: u32) {
         let Some(stream) = self.streams.get_mut(&id) else { return };
         stream.reading = false;
-        let released: usize = stream.recv_buf.drain(..).map(|b| b.len()).sum();
-        self.release_connection(released as i64);
+        let released = stream.drop_buffered();
+        self.release_connection(released);
     }
 
     /// The next body piece of stream `id`: `Ok(None)` at its end.

@@ -14,7 +14,7 @@ use std::ops::Range;
 pub(crate) type Malformed = &'static str;
 
 /// The fields HTTP/2 forbids in requests (RFC 9113 §8.2.2).
-const CONNECTION_SPECIFIC: [&[u8]; 5] =
+pub(crate) const CONNECTION_SPECIFIC: [&[u8]; 5] =
     [b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
 
 /// A decoded request head (or a trailer section).

@@ -67,6 +67,9 @@ use crate::router::Router;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::{Registration, Worker};
 use activity::Activity;
+// HTTP/3 forbids the same response fields.
+#[cfg(feature = "http3")]
+pub(crate) use respond::connection_specific;
 pub(crate) use rewind::Rewind;
 pub(crate) use tunnel::Tunnel;
 
@@ -304,12 +307,10 @@ where
     }
 }
 
-/// Whether `input` holds a whole frame (or at least a frame header the
-/// core will judge).
+/// Whether `input` holds a whole frame.
 fn whole_frame(input: &BytesMut) -> bool {
-    if input.len() < frame::HEADER_LEN {
-        return false;
+    match input.get(..frame::HEADER_LEN).and_then(|head| <&[u8; frame::HEADER_LEN]>::try_from(head).ok()) {
+        Some(head) => input.len() >= frame::HEADER_LEN + frame::Head::parse(head).len,
+        None => false,
     }
-    let len = (usize::from(input[0]) << 16) | (usize::from(input[1]) << 8) | usize::from(input[2]);
-    input.len() >= frame::HEADER_LEN + len
 }

@@ -34,6 +34,7 @@ use futures_util::StreamExt;
 use super::activity::Activity;
 use super::frame::Reason;
 use super::handle::{SendResponse, SendStream, StreamError};
+use super::head::CONNECTION_SPECIFIC;
 use super::hpack::Encoder;
 use crate::http::date::DateBlock;
 use crate::response::canned;
@@ -46,12 +47,11 @@ const QUEUE_WHOLE: usize = 16 * 1024;
 /// The most of a file body read and queued at once.
 const FILE_CHUNK: usize = 32 * 1024;
 
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2); the server writes none of them
-/// itself, and drops a handler's rather than break the stream.
-fn connection_specific(name: &[u8]) -> bool {
-    [&b"keep-alive"[..], b"proxy-connection", b"upgrade", b"te", b"connection", b"transfer-encoding"]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
+/// Headers HTTP/2 (RFC 9113 §8.2.2) and HTTP/3 forbid in a response: the
+/// request's connection-specific fields, and `te`. The server writes none
+/// of them itself, and drops a handler's rather than break the stream.
+pub(crate) fn connection_specific(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"te") || CONNECTION_SPECIFIC.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
 
 /// Whether `value` is a field value (RFC 9110 §5.5): visible characters,
@@ -69,16 +69,12 @@ fn valid_name(name: &[u8]) -> bool {
 /// Field names longer than this are lowercased on the heap.
 const SHORT_NAME: usize = 64;
 
-/// Encodes one handler field, its name in lowercase as HTTP/2 requires.
-/// `false` if it is not a valid field (a name that is not a token, a
-/// value with CR, LF or NUL).
-fn encode_field(enc: &mut Encoder, dst: &mut Vec<u8>, name: &str, value: &str) -> bool {
+/// Encodes one handler field, its name in lowercase as HTTP/2 requires
+/// ([`head_is_valid`] has checked it), or drops a connection-specific one.
+fn encode_field(enc: &mut Encoder, dst: &mut Vec<u8>, name: &str, value: &str) {
     let name = name.as_bytes();
-    if !valid_name(name) || !valid_value(value.as_bytes()) {
-        return false;
-    }
     if connection_specific(name) {
-        return true;
+        return;
     }
     if !name.iter().any(u8::is_ascii_uppercase) {
         enc.field(name, value.as_bytes(), dst);
@@ -90,7 +86,6 @@ fn encode_field(enc: &mut Encoder, dst: &mut Vec<u8>, name: &str, value: &str) -
     } else {
         enc.field(&name.to_ascii_lowercase(), value.as_bytes(), dst);
     }
-    true
 }
 
 /// What the server adds to every response head of a connection: the
@@ -113,53 +108,24 @@ impl Stamp<'_> {
 
 /// Encodes the response head: status, `server`, `content-type`, the
 /// handler's headers, `date` and, for a body in memory, `content-length`.
-/// `false` if a header cannot be carried by HTTP/2.
+/// The response passed [`head_is_valid`].
 fn encode_head(
     enc: &mut Encoder,
     dst: &mut Vec<u8>,
     response: &Response,
     stamp: &Stamp<'_>,
     length: Option<usize>,
-) -> bool {
+) {
     enc.status(response.status_code().as_u16(), dst);
     enc.field(b"server", b"peregrine", dst);
     let content_type = response.header_value("content-type").unwrap_or(crate::response::TEXT_UTF8);
-    if !encode_field(enc, dst, "content-type", content_type) {
-        return false;
-    }
+    encode_field(enc, dst, "content-type", content_type);
     for (name, value) in response.headers() {
-        if !encode_field(enc, dst, name, value) {
-            return false;
-        }
+        encode_field(enc, dst, name, value);
     }
     stamp.encode(enc, dst);
     if let Some(length) = length {
-        enc.field(b"content-length", itoa_buf(length).as_bytes(), dst);
-    }
-    true
-}
-
-/// A small decimal for `content-length`.
-struct Digits {
-    buf: [u8; 20],
-    start: usize,
-}
-
-impl Digits {
-    fn as_bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-}
-
-fn itoa_buf(mut n: usize) -> Digits {
-    let mut d = Digits { buf: [0; 20], start: 20 };
-    loop {
-        d.start -= 1;
-        d.buf[d.start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return d;
-        }
+        enc.field(b"content-length", itoa::Buffer::new().format(length).as_bytes(), dst);
     }
 }
 

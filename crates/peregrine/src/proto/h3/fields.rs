@@ -5,22 +5,14 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, SERVER};
 
 use crate::http::date::DateBlock;
+use crate::proto::h2::connection_specific;
 use crate::response::Response;
-
-/// Headers HTTP/3 forbids, as HTTP/2 does (RFC 9114 §4.2); the server
-/// writes none of them itself, and drops a handler's rather than break the
-/// stream.
-fn connection_specific(name: &str) -> bool {
-    ["keep-alive", "proxy-connection", "upgrade", "te", "connection", "transfer-encoding"]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-}
 
 /// Adds `(name, value)` pairs that passed the response's header checks.
 /// Returns `false` if one is still not a valid field.
 fn add_fields<'h>(map: &mut HeaderMap, fields: impl Iterator<Item = (&'h str, &'h str)>) -> bool {
     for (name, value) in fields {
-        if connection_specific(name) {
+        if connection_specific(name.as_bytes()) {
             continue;
         }
         match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
