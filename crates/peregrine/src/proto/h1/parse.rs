@@ -307,9 +307,11 @@ fn parse_in<'b>(
         if i == n {
             return Err(Stop::Partial);
         }
-        if i == name_start || buf[i] != b':' || !buf[name_start..i].iter().all(|&b| TCHAR[b as usize]) {
-            // Also catches obs-fold (a line starting with whitespace) and
-            // whitespace before the colon, both smuggling vectors.
+        // The scan stopped at the first byte that is not a tchar: a
+        // well-formed name ends there with its colon. Also catches obs-fold
+        // (a line starting with whitespace) and whitespace before the
+        // colon, both smuggling vectors.
+        if i == name_start || buf[i] != b':' {
             return Err(bad("invalid header name"));
         }
         let name = &buf[name_start..i];

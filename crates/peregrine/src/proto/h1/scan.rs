@@ -79,9 +79,11 @@ fn is_target_special(b: u8) -> bool {
     matches!(b, b'?' | b'#' | b'%' | b'.')
 }
 
-/// Index of the first byte that is `:` or outside visible ASCII, or
-/// `None`. Ends a header name (whose bytes the caller still checks against
-/// the token table: this only finds the end).
+/// Index of the first byte that is not a `tchar` (RFC 9110 §5.6.2), or
+/// `None`: where a header name ends, at its `:` if it is well formed. Every
+/// byte before it is a token character, so the caller checks only that
+/// byte (checking the name again byte by byte was about 100 of the 1,760
+/// instructions of a pipelined plaintext request).
 #[inline]
 pub(crate) fn find_name_end(bytes: &[u8]) -> Option<usize> {
     match simd::find_name_end(bytes) {
@@ -92,7 +94,7 @@ pub(crate) fn find_name_end(bytes: &[u8]) -> Option<usize> {
 
 #[inline]
 fn is_name_stop(b: u8) -> bool {
-    b == b':' || !is_visible(b)
+    !crate::http::TCHAR[b as usize]
 }
 
 #[inline]
@@ -110,6 +112,7 @@ mod simd {
     use std::arch::x86_64::{
         __m128i, _mm_add_epi8, _mm_and_si128, _mm_andnot_si128, _mm_cmpeq_epi8, _mm_cmplt_epi8,
         _mm_loadu_si128, _mm_max_epu8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_sub_epi8,
     };
 
     /// `Ok(index)` of the first value stop found in whole 16-byte blocks,
@@ -138,7 +141,8 @@ mod simd {
         Err(i)
     }
 
-    /// Like [`find_value_stop`], for the first `:` or byte outside 0x21..=0x7E.
+    /// Like [`find_value_stop`], for the first byte that is not a tchar:
+    /// outside 0x21..=0x7E, or one of the delimiters `"(),/:;<=>?@[\]{}`.
     #[inline]
     pub(crate) fn find_name_end(bytes: &[u8]) -> Result<usize, usize> {
         let mut i = 0;
@@ -146,10 +150,24 @@ mod simd {
             // SAFETY: as in `find_value_stop`.
             let name = unsafe {
                 let v = _mm_loadu_si128(bytes.as_ptr().add(i).cast::<__m128i>());
-                let at_least = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x21)), v);
-                let at_most = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x7e)), v);
-                let colon = _mm_cmpeq_epi8(v, _mm_set1_epi8(b':' as i8));
-                _mm_movemask_epi8(_mm_andnot_si128(colon, _mm_and_si128(at_least, at_most)))
+                let eq = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+                // `lo..=hi`: v - lo <= hi - lo, unsigned.
+                let within = |lo: u8, hi: u8| {
+                    let shifted = _mm_sub_epi8(v, _mm_set1_epi8(lo as i8));
+                    _mm_cmpeq_epi8(_mm_min_epu8(shifted, _mm_set1_epi8((hi - lo) as i8)), shifted)
+                };
+                let visible = within(0x21, 0x7e);
+                let delimiters = _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_or_si128(eq(b'"'), within(b'(', b')')),
+                        _mm_or_si128(eq(b','), eq(b'/')),
+                    ),
+                    _mm_or_si128(
+                        _mm_or_si128(within(b':', b'@'), within(b'[', b']')),
+                        _mm_or_si128(eq(b'{'), eq(b'}')),
+                    ),
+                );
+                _mm_movemask_epi8(_mm_andnot_si128(delimiters, visible))
             };
             if name != 0xffff {
                 return Ok(i + (!name).trailing_zeros() as usize);
