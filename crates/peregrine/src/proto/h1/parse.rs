@@ -408,30 +408,47 @@ fn trim_end(mut s: &[u8]) -> &[u8] {
 }
 
 /// Case-insensitive comparison of a parsed name or value with a literal made
-/// of lowercase letters, digits and `-`, eight bytes at a time.
+/// of lowercase letters, digits and `-`, in whole words.
 ///
 /// OR-ing 0x20 folds ASCII letters. For any other byte, `b | 0x20` equals a
 /// literal byte only if `b` is that byte or a control character (0x0D for
 /// `-`, 0x10..=0x19 for digits), and parsed names and values hold no
 /// control characters but HTAB (0x09, which folds to `)`), so this is exact.
+///
+/// Lengths that are not a multiple of the word compare one last word that
+/// overlaps the one before (the names matched here are 4 to 17 bytes):
+/// byte by byte, the tails of `host`, `expect` and `connection` had cost
+/// about 30 instructions a request.
 #[inline]
 fn eq_folded(bytes: &[u8], lower: &[u8]) -> bool {
-    const FOLD: u64 = 0x2020_2020_2020_2020;
     if bytes.len() != lower.len() {
         return false;
     }
-    let mut a = bytes.chunks_exact(8);
-    let mut b = lower.chunks_exact(8);
-    for (x, y) in a.by_ref().zip(b.by_ref()) {
-        let mut wx = [0u8; 8];
-        let mut wy = [0u8; 8];
-        wx.copy_from_slice(x);
-        wy.copy_from_slice(y);
-        if u64::from_le_bytes(wx) | FOLD != u64::from_le_bytes(wy) | FOLD {
-            return false;
+    let n = bytes.len();
+    if n >= 8 {
+        let word = |s: &[u8], at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&s[at..at + 8]);
+            u64::from_le_bytes(w) | 0x2020_2020_2020_2020
+        };
+        let mut at = 0;
+        while at + 8 < n {
+            if word(bytes, at) != word(lower, at) {
+                return false;
+            }
+            at += 8;
         }
+        word(bytes, n - 8) == word(lower, n - 8)
+    } else if n >= 4 {
+        let word = |s: &[u8], at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&s[at..at + 4]);
+            u32::from_le_bytes(w) | 0x2020_2020
+        };
+        word(bytes, 0) == word(lower, 0) && word(bytes, n - 4) == word(lower, n - 4)
+    } else {
+        bytes.iter().zip(lower).all(|(&x, &y)| x | 0x20 == y | 0x20)
     }
-    a.remainder().iter().zip(b.remainder()).all(|(&x, &y)| x | 0x20 == y | 0x20)
 }
 
 /// Splits a request target that holds `?`, `#`, `%` or `.` (or is not a
@@ -741,6 +758,23 @@ mod tests {
         assert_eq!(err(b"GET /x HTTP/2.0\r\nHost: a\r\n\r\n"), 505);
         assert_eq!(err(b"GET /x HTTP/x.y\r\nHost: a\r\n\r\n"), 400);
         assert_eq!(err(b"GET /x HTTP/1.1\r\nHost: a\r\nExpect: magic\r\n\r\n"), 417);
+    }
+
+    #[test]
+    fn folded_comparison_matches_the_bytewise_rule_at_every_length() {
+        let literal = b"transfer-encoding-and-more";
+        for n in 0..=literal.len() {
+            let lower = &literal[..n];
+            let upper: Vec<u8> = lower.iter().map(u8::to_ascii_uppercase).collect();
+            assert!(eq_folded(lower, lower) && eq_folded(&upper, lower), "{n}");
+            for at in 0..n {
+                let mut other = upper.clone();
+                other[at] ^= 0x01;
+                let bytewise = other.iter().zip(lower).all(|(&x, &y)| x | 0x20 == y | 0x20);
+                assert_eq!(eq_folded(&other, lower), bytewise, "{n} {at}");
+                assert!(!eq_folded(&other[..at], lower) || at == n);
+            }
+        }
     }
 
     #[test]
