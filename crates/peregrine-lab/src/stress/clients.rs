@@ -679,6 +679,39 @@ mod tests {
         assert!(Noise::BadMethod.accepts(501) && !Noise::BadMethod.accepts(200));
     }
 
+    #[test]
+    fn the_close_code_after_an_upgrade_is_found() {
+        let mut received = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
+        assert_eq!(close_code(&received), None);
+        received.extend_from_slice(&[0x81, 2, b'h', b'i']);
+        received.extend_from_slice(&[0x88, 2, 0x03, 0xE9]);
+        assert_eq!(close_code(&received), Some(1001));
+        let SlowClient::Cut { status, close_code, .. } = cut(Instant::now(), &received) else {
+            panic!("a cut client")
+        };
+        assert_eq!((status, close_code), (Some(101), Some(1001)));
+    }
+
+    #[tokio::test]
+    async fn a_flood_ends_when_the_server_closes_and_not_before() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        // Accepts, never reads, and closes after 1 s: with unread bytes in
+        // its receive buffer the close is a reset.
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("accept");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            drop(s);
+        });
+        let mut stream = connect_retrying_with(addr, 1, true).await.expect("connect");
+        let start = Instant::now();
+        let ended = flood(&mut stream, start, &[7u8; 64 << 10], Duration::from_secs(10)).await;
+        let SlowClient::Cut { after, status: None, close_code: None } = ended else {
+            panic!("the flood should end with the connection")
+        };
+        assert!(after >= Duration::from_millis(900) && after < Duration::from_secs(5), "{after:?}");
+    }
+
     /// A loopback server writing canned bytes, for the response reader.
     async fn canned(bytes: &'static [u8]) -> Result<Response, ReadError> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

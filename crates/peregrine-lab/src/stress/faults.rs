@@ -318,7 +318,9 @@ impl Session {
                 let mut body = Vec::new();
                 match h2client::fetch(&h2.send, &authority, protocol.scheme(), path, Some(&mut body)).await {
                     Outcome::Answered(status) => (Answer::Response { status, body }, true),
-                    Outcome::NotSent(_) | Outcome::Refused(_) | Outcome::Unanswered(_) => (Answer::Gone, false),
+                    Outcome::NotSent(_) | Outcome::Refused(_) | Outcome::Unanswered(_) => {
+                        (Answer::Gone, false)
+                    }
                     Outcome::Truncated(why) => (Answer::Broken(format!("truncated: {why}")), false),
                     Outcome::TimedOut => (Answer::Broken("no answer in 10 s".into()), false),
                 }

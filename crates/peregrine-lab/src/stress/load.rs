@@ -36,7 +36,15 @@ pub struct Load {
 
 impl Load {
     pub fn new(protocol: Protocol, url: String, connections: u32, seconds: u32) -> Load {
-        Load { protocol, url, connections, seconds, streams: DEFAULT_STREAMS, log_file: None, timeout_secs: 5 }
+        Load {
+            protocol,
+            url,
+            connections,
+            seconds,
+            streams: DEFAULT_STREAMS,
+            log_file: None,
+            timeout_secs: 5,
+        }
     }
 
     /// Which tool, for figures.

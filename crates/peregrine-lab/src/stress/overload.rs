@@ -309,7 +309,8 @@ fn run_ws(
     let busy = (procfs::cpu_secs(pid)? - cpu_before) / started.elapsed().as_secs_f64();
     let sum = |f: fn(&EchoReport) -> u64| reports.iter().map(f).sum::<u64>();
     let worst = |f: fn(&EchoReport) -> Option<f64>| reports.iter().filter_map(f).fold(0.0, f64::max);
-    let (opened, not_opened) = (sum(|r| (r.connections - r.open_failed) as u64), sum(|r| r.open_failed as u64));
+    let (opened, not_opened) =
+        (sum(|r| (r.connections - r.open_failed) as u64), sum(|r| r.open_failed as u64));
     let (echoes, failed) = (sum(|r| r.messages), sum(|r| r.errors));
     let rate: f64 = reports.iter().map(|r| r.messages_per_sec).sum();
     let (p99, max) = (worst(|r| r.latency_p99_ms), worst(|r| r.latency_max_ms));
@@ -328,7 +329,8 @@ fn run_ws(
     report.check(failed == 0, format!("no open socket failed while echoing ({failed}; {first_failure:?})"));
     std::thread::sleep(Duration::from_millis(500));
     let connector = server.connector(Protocol::Ws)?;
-    let after = block_on(async move { super::idle::open_websocket(&connector).await.map(|(_, status)| status) })?;
+    let after =
+        block_on(async move { super::idle::open_websocket(&connector).await.map(|(_, status)| status) })?;
     report.check(after == Ok(101), format!("a fresh socket upgrades and echoes afterwards ({after:?})"));
     Ok(())
 }

@@ -190,7 +190,12 @@ struct WsEnds {
 }
 
 /// Shutdown over WebSocket: each open socket gets close `1001`, exit 0.
-fn run_ws(target: &TargetArgs, args: &Args, mut server: Target, mut report: Report) -> Result<Report, String> {
+fn run_ws(
+    target: &TargetArgs,
+    args: &Args,
+    mut server: Target,
+    mut report: Report,
+) -> Result<Report, String> {
     use crate::wsload::{echo_loops, open_all, parse_url, EchoCounts, LoopEnd};
     println!("shutdown: {} WebSockets echoing, SIGTERM after {} s", args.connections, args.warmup);
     let (url, conns, cpu) = (server.url_of(Protocol::Ws, "/"), args.connections, target.load_cpu.clone());
@@ -226,7 +231,9 @@ fn run_ws(target: &TargetArgs, args: &Args, mut server: Target, mut report: Repo
             }
             counts.stop.set(true);
             ends.echoes = counts.done.get();
-            ends.first_drop = counts.first_error.borrow().clone();
+            if ends.dropped > 0 {
+                ends.first_drop = counts.first_error.borrow().clone();
+            }
             Ok::<_, String>(ends)
         })
     });
@@ -241,7 +248,8 @@ fn run_ws(target: &TargetArgs, args: &Args, mut server: Target, mut report: Repo
     let ends = clients.join().map_err(|_| "client thread panicked".to_string())???;
 
     report.figure("WebSockets opened / not opened", format!("{} / {}", ends.opened, ends.open_failed));
-    report.figure("echoes before SIGTERM / in all", format!("{} / {}", ends.echoes_before_signal, ends.echoes));
+    report
+        .figure("echoes before SIGTERM / in all", format!("{} / {}", ends.echoes_before_signal, ends.echoes));
     report.figure("sockets closed with 1001", ends.going_away);
     report.figure("sockets closed with another code", format!("{:?}", ends.other_codes));
     report.figure("sockets dropped without a close frame", ends.dropped);

@@ -214,7 +214,10 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             format!("every cut client got a 408 ({} of {})", all.got_408, all.cut_after.len()),
         ),
         Protocol::Ws => {
-            report.figure("slow clients upgraded / closed with 1001", format!("{} / {}", all.upgraded, all.got_1001));
+            report.figure(
+                "slow clients upgraded / closed with 1001",
+                format!("{} / {}", all.upgraded, all.got_1001),
+            );
             report.check(
                 all.got_1001 == all.cut_after.len() && all.upgraded == all.cut_after.len(),
                 format!(
@@ -240,7 +243,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
 fn check_non_readers(report: &mut Report, floods: &SlowOutcome, expected: usize, args: &Args) {
     let mut cuts = floods.cut_after.clone();
     let (earliest, latest) = (percentile(&mut cuts, 0.0), percentile(&mut cuts, 100.0));
-    report.figure("non-readers connected / cut", format!("{} / {}", floods.connected, floods.cut_after.len()));
+    report
+        .figure("non-readers connected / cut", format!("{} / {}", floods.connected, floods.cut_after.len()));
     report.figure("non-readers cut after (s), earliest / latest", format!("{earliest:.1} / {latest:.1}"));
     report.check(
         floods.connected == expected && floods.connect_failed == 0,
@@ -252,7 +256,10 @@ fn check_non_readers(report: &mut Report, floods: &SlowOutcome, expected: usize,
     );
     report.check(
         !cuts.is_empty() && latest <= args.max_non_reader_secs,
-        format!("non-readers cut within {} s of their first byte (latest {latest:.1})", args.max_non_reader_secs),
+        format!(
+            "non-readers cut within {} s of their first byte (latest {latest:.1})",
+            args.max_non_reader_secs
+        ),
     );
 }
 

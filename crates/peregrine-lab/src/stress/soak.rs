@@ -101,9 +101,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
                 load.streams = 4;
                 load.spawn(&target.load_cpu)?
             }
-            Protocol::Ws => {
-                Load::new(protocol, server.url_of(protocol, "/"), share, args.duration).spawn(&target.load_cpu)?
-            }
+            Protocol::Ws => Load::new(protocol, server.url_of(protocol, "/"), share, args.duration)
+                .spawn(&target.load_cpu)?,
         };
         loads.push((protocol, running));
     }

@@ -413,6 +413,11 @@ impl Latencies {
         for (i, &n) in self.buckets.iter().enumerate() {
             seen += u64::from(n);
             if seen >= rank {
+                // The last bucket holds everything past it: its only bound
+                // is the maximum.
+                if i + 1 == Latencies::BUCKETS {
+                    return Some(self.max_ms);
+                }
                 return Some(((i + 1) as f64 * Latencies::BUCKET_MS).min(self.max_ms));
             }
         }
@@ -522,7 +527,8 @@ async fn throughput(args: &WsLoadArgs, target: Rc<Target>) -> Result<String, Str
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
     let (count0, cpu0, t0) = (counts.done.get(), server_cpu(args.server_pid), Instant::now());
     tokio::time::sleep(Duration::from_secs_f64(args.duration)).await;
-    let (count1, cpu1, elapsed) = (counts.done.get(), server_cpu(args.server_pid), t0.elapsed().as_secs_f64());
+    let (count1, cpu1, elapsed) =
+        (counts.done.get(), server_cpu(args.server_pid), t0.elapsed().as_secs_f64());
     counts.stop.set(true);
     let messages = count1 - count0;
     let per_sec = messages as f64 / elapsed;
@@ -638,4 +644,36 @@ async fn memory(args: &WsLoadArgs, target: Rc<Target>) -> Result<String, String>
         mib(after_burst),
         mib(settled)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_percentiles_come_from_the_histogram() {
+        let mut l = Latencies::new();
+        assert_eq!(l.percentile(50.0), None);
+        for i in 1..=100 {
+            l.record(i as f64);
+        }
+        l.record(70_000.0);
+        let p50 = l.percentile(50.0).unwrap();
+        assert!((50.0..=51.2).contains(&p50), "{p50}");
+        let p99 = l.percentile(99.0).unwrap();
+        assert!((99.0..=101.2).contains(&p99), "{p99}");
+        // Past the last bucket the maximum is still exact.
+        assert_eq!(l.percentile(100.0), Some(70_000.0));
+    }
+
+    #[test]
+    fn the_json_report_keeps_whole_counts_for_scripts() {
+        let report = EchoReport { messages: 1234, messages_per_sec: 617.0, ..EchoReport::default() };
+        let text = serde_json::to_string(&report).unwrap();
+        // scripts/callgrind and scripts/ws-bench grep these.
+        assert!(text.contains("\"messages\":1234,"), "{text}");
+        assert!(text.contains("\"messages_per_sec\":617"), "{text}");
+        let back: EchoReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.messages, 1234);
+    }
 }
