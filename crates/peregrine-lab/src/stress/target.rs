@@ -23,8 +23,9 @@ use crate::rig::wrk::{RunningWrk, WrkCommand};
 #[derive(Args, Clone, Debug)]
 pub struct TargetArgs {
     /// The server binary. It must take peregrine-tfb's flags (--addr,
-    /// --workers, --data-dir, --max-connections, --header-timeout) and
-    /// serve its endpoints. DATABASE_URL and DATABASE_MAX_CONN are passed
+    /// --workers, --data-dir, --max-connections, --header-timeout; for
+    /// slow over ws --ws-idle-timeout) and serve its endpoints (WebSocket
+    /// echo on /ws). DATABASE_URL and DATABASE_MAX_CONN are passed
     /// through from the environment.
     #[arg(long, global = true, value_name = "PATH", default_value = "target/release/peregrine-tfb")]
     pub server: PathBuf,
