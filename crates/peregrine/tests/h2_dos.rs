@@ -525,6 +525,26 @@ fn a_slow_preface_or_first_request_head_is_cut_at_the_header_timeout() {
 }
 
 #[test]
+fn a_later_request_head_sent_slowly_is_cut_at_the_header_timeout() {
+    let server = start_with_rates();
+    let mut c = Raw::connect(server.local_addr(), &[]);
+    c.send(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &request_block(false, "/plaintext")));
+    while !c.read_frame().is_some_and(|f| f.kind == DATA && f.stream == 1) {}
+    // Idle for longer than the header timeout: that alone is no reason to
+    // cut (idle timeout 60 s).
+    std::thread::sleep(Duration::from_millis(2500));
+    // Then HEADERS frames a byte every 150 ms: about 4 s each.
+    let heads: Vec<u8> = [3, 5, 7, 9]
+        .iter()
+        .flat_map(|&id| frame(HEADERS, END_STREAM | END_HEADERS, id, &request_block(false, "/plaintext")))
+        .collect();
+    let took = dribble(&mut c.s, &heads, Duration::from_millis(150));
+    assert!(took >= Duration::from_millis(900), "cut {took:?} into the head: the idle connection was cut");
+    assert!(took < Duration::from_secs(5), "a slow later HEADERS held {took:?} (header timeout 1 s)");
+    assert_served(server.local_addr());
+}
+
+#[test]
 fn a_trickled_request_body_is_cut_at_the_minimum_rate() {
     let server = start_with_rates();
     let mut c = Raw::connect(server.local_addr(), &[]);

@@ -605,3 +605,59 @@ fn unsent_response_bytes_are_capped_over_tls_for_a_reader_that_does_not_read() {
         "without the cap: {uncapped} bytes; with it: {capped}"
     );
 }
+
+/// A TLS listener that also serves HTTP/3 advertises it to HTTP/1.1 clients
+/// in the first final answer of each connection: after a `100 Continue`,
+/// whether the answer is synchronous or waited for, and not in later
+/// pipelined answers. A switch to WebSocket passes untouched, frames and
+/// all.
+#[cfg(feature = "http3")]
+#[test]
+fn http1_over_tls_advertises_http3_in_each_connections_first_answer() {
+    let dir = certs();
+    let server = Server::with_config(config())
+        .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls_of(&dir)).http3(true))
+        .start(|_| async { test_router().get("/ws", common::ws::echo) })
+        .expect("TLS server starts");
+    let addr = server.local_addrs()[0];
+    let want = format!("h3=\":{}\"; ma=86400", addr.port());
+    fn advertised(r: &http_probe::Response) -> Vec<&str> {
+        r.header_all("alt-svc").collect()
+    }
+
+    // Three pipelined requests in one write, the first one waited for.
+    for first in ["/sleep/5", "/plaintext"] {
+        let mut client = TlsClient::connect(addr, http1_client(&dir)).expect("connect");
+        client.send(&[common::get(first), common::get("/json"), common::get("/id/3")].concat());
+        let answers: Vec<_> = (0..3).map(|_| client.response()).collect();
+        assert_eq!(answers.iter().map(|r| r.status).collect::<Vec<_>>(), [200, 200, 200]);
+        assert_eq!(advertised(&answers[0]), [want.as_str()], "{first}");
+        assert!(answers[1..].iter().all(|r| advertised(r).is_empty()), "{first}");
+        assert_eq!(answers[2].body, b"id 3");
+    }
+
+    // `Expect: 100-continue`: the interim answer goes alone, the final one
+    // carries the line.
+    let mut client = TlsClient::connect(addr, http1_client(&dir)).expect("connect");
+    client.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    let interim = client.response();
+    assert_eq!((interim.status, advertised(&interim).len()), (100, 0));
+    client.send(b"hello");
+    let answer = client.response();
+    assert_eq!((answer.status, answer.body.as_slice()), (200, &b"hello"[..]));
+    assert_eq!(advertised(&answer), [want.as_str()]);
+
+    // A WebSocket upgrade: the 101 is left alone, and so is everything
+    // after it.
+    let mut client = TlsClient::connect(addr, http1_client(&dir)).expect("connect");
+    client.send(
+        b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    );
+    let switched = client.response();
+    assert_eq!((switched.status, advertised(&switched).len()), (101, 0));
+    client.send(&common::ws::frame(0x81, b"HTTP/1.1 200 OK\r\n"));
+    let mut echoed = [0u8; 19];
+    client.stream.read_exact(&mut echoed).expect("echo");
+    assert_eq!(&echoed[..], b"\x81\x11HTTP/1.1 200 OK\r\n");
+}

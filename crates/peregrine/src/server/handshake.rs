@@ -19,6 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use super::accept::{serve, Protocol};
 use crate::router::Router;
 use crate::worker::timer::{ConnTimer, Wait};
+use crate::worker::tls_io::TlsIo;
 use crate::worker::transport::Io;
 use crate::worker::{Registration, Worker};
 
@@ -43,11 +44,14 @@ pub(crate) async fn serve_tls<S: 'static>(
             return;
         }
     };
-    let protocol = match tls.get_ref().1.alpn_protocol() {
-        Some(b"h2") => Protocol::H2,
+    // HTTP/2 advertises HTTP/3 in its own encoder; HTTP/1.1's transport
+    // does (see `TlsIo`).
+    let (protocol, alt_svc) = match tls.get_ref().1.alpn_protocol() {
+        Some(b"h2") => (Protocol::H2, None),
         // `http/1.1`, or no ALPN at all (the client did not offer it).
-        _ => Protocol::Http1 { h2c: false },
+        _ => (Protocol::Http1 { h2c: false }, worker.alt_svc.clone()),
     };
     timer.arm(Wait::Idle, worker.deadline_after(worker.config.idle_timeout));
-    serve(protocol, Io::Tls(Box::new(tls)), peer, worker, router, timer, registration).await;
+    let io = Io::Tls(Box::new(TlsIo::new(tls, alt_svc)));
+    serve(protocol, io, peer, worker, router, timer, registration).await;
 }

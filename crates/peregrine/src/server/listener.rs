@@ -91,9 +91,12 @@ impl Listener {
     /// Whether HTTP/3 is served (default: no): over QUIC on the same
     /// address's UDP port, with this listener's TLS certificate (required)
     /// behind ALPN `h3`. With HTTP/1.1 and HTTP/2 off, only UDP is bound.
-    /// When on, HTTP/2 responses on every TLS listener of the server
-    /// advertise it (`Alt-Svc: h3=":PORT"; ma=86400`, the first HTTP/3
-    /// listener's port); HTTP/1.1 responses do not.
+    /// When on, every TLS listener of the server advertises it
+    /// (`Alt-Svc: h3=":PORT"; ma=86400`, the first HTTP/3 listener's
+    /// port): on every HTTP/2 response, and on the first final response of
+    /// each HTTP/1.1 connection (clients cache it for `ma`, a day).
+    /// Cleartext listeners advertise nothing: browsers take `Alt-Svc` only
+    /// from `https` origins.
     ///
     /// ```no_run
     /// # fn main() -> std::io::Result<()> {

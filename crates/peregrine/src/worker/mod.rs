@@ -11,6 +11,8 @@
 
 pub(crate) mod readbuf;
 pub(crate) mod timer;
+#[cfg(feature = "tls")]
+pub(crate) mod tls_io;
 pub(crate) mod transport;
 
 use std::cell::{Cell, RefCell};

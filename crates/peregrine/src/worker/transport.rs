@@ -7,9 +7,10 @@
 //! (see [`crate::fuzzing`]).
 //!
 //! Cleartext pays one predictable branch per read or write for the TLS
-//! variant (reads and writes are forced inline so that it is no more). The TLS session is boxed (rustls's connection state is over a
-//! kilobyte), so `Io`, and every connection future holding it, stays the
-//! size of a `TcpStream` plus a tag.
+//! variant (reads and writes are forced inline so that it is no more). The
+//! TLS session ([`super::tls_io::TlsIo`]) is boxed (rustls's connection
+//! state is over a kilobyte), so `Io`, and every connection future holding
+//! it, stays the size of a `TcpStream` plus a tag.
 
 use std::io;
 use std::pin::Pin;
@@ -22,7 +23,7 @@ use tokio::net::TcpStream;
 pub(crate) enum Io {
     Tcp(TcpStream),
     #[cfg(feature = "tls")]
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<super::tls_io::TlsIo>),
     #[cfg(feature = "fuzzing")]
     Memory(tokio::io::DuplexStream),
 }

@@ -14,7 +14,11 @@
 //! - before the first stream: the header timeout, from the preface on, so
 //!   a client that sends its preface or first HEADERS slowly is dropped as
 //!   a slow HTTP/1.1 head is;
-//! - no stream is open: the idle timeout.
+//! - no stream is open: the idle timeout; but once a frame or header
+//!   block is part-way in with no stream open, a request head is arriving,
+//!   and the header timeout bounds it from there, as it bounds the first
+//!   (a client could otherwise send a later HEADERS frame a byte a second
+//!   under the 60 s idle timeout, restarted by every byte).
 //!
 //! PING or SETTINGS frames are not progress: they cannot keep stalled
 //! streams alive.
@@ -33,11 +37,15 @@ pub(super) struct Activity {
     open: Cell<u32>,
     /// Of those, the ones running application code.
     busy: Cell<u32>,
+    /// The idle deadline a head arriving on an idle connection interrupted
+    /// ([`Activity::head_arriving`]): restored, not restarted, if no stream
+    /// comes of it, so frames sent slowly cannot stretch the idle timeout.
+    late_head: Cell<Option<u64>>,
 }
 
 impl Activity {
     pub(super) fn new(worker: Rc<Worker>, timer: Rc<ConnTimer>) -> Activity {
-        Activity { worker, timer, open: Cell::new(0), busy: Cell::new(0) }
+        Activity { worker, timer, open: Cell::new(0), busy: Cell::new(0), late_head: Cell::new(None) }
     }
 
     /// Arms the deadline the counters call for.
@@ -54,6 +62,27 @@ impl Activity {
             self.timer.arm(Wait::Streams, self.worker.deadline_after(config.io_timeout));
         } else {
             self.timer.arm(Wait::Idle, self.worker.deadline_after(config.idle_timeout));
+        }
+    }
+
+    /// Told after each batch of input whether a frame or header block is
+    /// part-way in. On an idle connection that is a request head arriving:
+    /// the header timeout bounds it from its first byte; once nothing is
+    /// part-way in again without a stream having opened, the idle deadline
+    /// it interrupted is back.
+    pub(super) fn head_arriving(&self, arriving: bool) {
+        let wait = self.timer.wait.get();
+        if arriving {
+            if wait == Wait::Idle {
+                let idle = self.timer.deadline.get();
+                self.late_head.set(Some(idle));
+                let head = self.worker.deadline_after(self.worker.config.header_timeout);
+                self.timer.arm(Wait::Head, head.min(idle));
+            }
+        } else if let Some(idle) = self.late_head.take() {
+            if wait == Wait::Head {
+                self.timer.arm(Wait::Idle, idle);
+            }
         }
     }
 

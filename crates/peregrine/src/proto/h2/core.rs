@@ -402,6 +402,12 @@ impl Core {
         (self.goaway.is_some() || self.peer_goaway) && self.streams.is_empty() && self.accepted.is_empty()
     }
 
+    /// Whether a header block is part-way in (HEADERS without END_HEADERS,
+    /// its CONTINUATION frames still to come).
+    pub(crate) fn in_header_block(&self) -> bool {
+        self.continuation.is_some()
+    }
+
     /// Whether more input may be read and parsed now.
     pub(crate) fn wants_input(&self) -> bool {
         self.error.is_none() && !self.closed && self.out.len() < OUT_HIGH

@@ -185,6 +185,7 @@ pub(crate) async fn serve<T, S>(
             let mut core = core.borrow_mut();
             core.receive(&mut input);
             core.take_accepted(&mut batch);
+            shared.activity.head_arriving(!input.is_empty() || core.in_header_block());
         }
         for accepted in batch.drain(..) {
             stream::accept(accepted, &shared);
