@@ -20,7 +20,7 @@ use peregrine::cache::LocalCache;
 use peregrine::fs::ServeDir;
 use peregrine::middleware::compression;
 use peregrine::tls::Tls;
-use peregrine::ws::{Message as WsMessage, WebSocketUpgrade};
+use peregrine::ws::{Message as WsMessage, WebSocketConfig, WebSocketUpgrade};
 use peregrine::ResponseWriter;
 use peregrine::{
     Body, Config, Content, Error, FromRequest, Html, IntoResponse, Json, Listener, Path, Query, Request,
@@ -59,6 +59,12 @@ struct Cli {
     /// Seconds an idle keep-alive connection is kept open.
     #[arg(long, value_name = "SECS", default_value_t = Config::default().idle_timeout.as_secs())]
     idle_timeout: u64,
+    /// Seconds a WebSocket on /ws may go without a whole data message from
+    /// its client before it is closed with 1001
+    /// (`WebSocketConfig::idle_timeout`; default: the library's, none). A
+    /// client trickling a frame is input, so only this bounds it.
+    #[arg(long, value_name = "SECS")]
+    ws_idle_timeout: Option<u64>,
     /// glibc's mmap and trim thresholds, in bytes, set at start so memory
     /// freed after large messages or bodies goes back to the system
     /// (`Config::malloc_release_threshold`). 0, the default, leaves glibc's
@@ -291,7 +297,12 @@ fn json_count(
 /// HttpArena's echo-ws: every text and binary message back, in order.
 /// `feed` queues the echo; `recv` writes what is queued before it waits
 /// for more input, so a burst of messages is answered with one write.
-fn echo_ws(ws: WebSocketUpgrade) -> peregrine::Response {
+/// `idle` is `--ws-idle-timeout`.
+fn echo_ws(ws: WebSocketUpgrade, idle: Option<Duration>) -> peregrine::Response {
+    let ws = match idle {
+        Some(idle) => ws.config(WebSocketConfig { idle_timeout: Some(idle), ..WebSocketConfig::default() }),
+        None => ws,
+    };
     ws.on_upgrade(|mut socket| async move {
         while let Some(Ok(message)) = socket.recv().await {
             if matches!(message, WsMessage::Text(_) | WsMessage::Binary(_))
@@ -308,6 +319,7 @@ fn build_router(
     store: Store,
     items: item_cache::ItemCache,
     files: ServeDir,
+    ws_idle: Option<Duration>,
 ) -> Router<App> {
     let cache = Rc::new(LocalCache::new(CACHE_CAPACITY, CACHE_TTL));
     let app = App { dataset, store, cache, items };
@@ -331,7 +343,7 @@ fn build_router(
         .get_async("/cached-queries", cached_queries)
         .get_async("/async-db", arena::async_db)
         .get("/static/{*file}", files)
-        .get("/ws", echo_ws);
+        .get("/ws", move |ws: WebSocketUpgrade| echo_ws(ws, ws_idle));
     // gRPC (HTTP/2 only: h2c on this port, or TLS with ALPN h2).
     let router = grpc::service().add_to(router);
     crud::routes(router)
@@ -443,6 +455,7 @@ fn main() -> ExitCode {
         }
     }
     tracing::info!(addr = %cli.addr, workers, cache = %items.describe(), "peregrine-tfb listening");
+    let ws_idle = cli.ws_idle_timeout.map(|secs| Duration::from_secs(secs.max(1)));
     let result = server.serve(cli.addr, move |worker| {
         let store = store_config.build(worker.index);
         let files = files.clone();
@@ -458,6 +471,7 @@ fn main() -> ExitCode {
                 store,
                 items,
                 files,
+                ws_idle,
             ))
         }
     });

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use http_probe::{self as probe, End, Framing};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use super::protocol::Connector;
@@ -109,38 +109,66 @@ pub struct SlowOutcome {
     pub cut_after: Vec<f64>,
     /// Clients that received a `408` before being closed.
     pub got_408: usize,
+    /// Clients whose WebSocket upgrade was answered `101`.
+    pub upgraded: usize,
+    /// Upgraded clients that then received a close frame with `1001`.
+    pub got_1001: usize,
     /// Clients that received any other response (their head was never
-    /// complete, so anything else is wrong).
+    /// complete, so anything else is wrong), or another close code.
     pub got_other: usize,
     /// Clients still connected when the scenario stopped waiting.
     pub still_open: usize,
 }
 
-/// Opens `n` connections that each send `prefix` at once and then `head`
-/// one byte per `interval`, and waits (at most `give_up` after the last
+impl SlowOutcome {
+    /// Adds another round's counts to these.
+    pub fn absorb(&mut self, other: SlowOutcome) {
+        self.connected += other.connected;
+        self.connect_failed += other.connect_failed;
+        self.cut_after.extend(other.cut_after);
+        self.got_408 += other.got_408;
+        self.upgraded += other.upgraded;
+        self.got_1001 += other.got_1001;
+        self.got_other += other.got_other;
+        self.still_open += other.still_open;
+    }
+}
+
+/// What a slow client does once connected and its prefix is sent.
+#[derive(Clone, Debug)]
+pub enum Slowness {
+    /// Sends these bytes one per interval, reading whatever comes.
+    Dribble { head: Vec<u8>, interval: Duration },
+    /// Sends this message over and over and never reads, with a 4 KiB
+    /// receive buffer (a client that never reads what it asked for).
+    Flood { message: Vec<u8> },
+}
+
+/// Opens `n` connections that each send `prefix` at once and then behave
+/// as `slowness` says, and waits (at most `give_up` after the last
 /// connected) for the server to close them. `connected` is told how many
 /// are connected once all tried.
 pub async fn slow_clients(
     addr: SocketAddr,
     n: usize,
     prefix: Vec<u8>,
-    head: Vec<u8>,
-    interval: Duration,
+    slowness: Slowness,
     give_up: Duration,
     connected: watch::Sender<usize>,
 ) -> SlowOutcome {
-    let (prefix, head) = (Rc::new(prefix), Rc::new(head));
+    let (prefix, slowness) = (Rc::new(prefix), Rc::new(slowness));
     // Connect in waves, so the listen backlog never overflows.
     let connecting = Rc::new(Semaphore::new(128));
     let mut tasks = Vec::with_capacity(n);
     let (up_tx, mut up_rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let small_buffers = matches!(*slowness, Slowness::Flood { .. });
     for _ in 0..n {
-        let (prefix, head) = (Rc::clone(&prefix), Rc::clone(&head));
+        let (prefix, slowness) = (Rc::clone(&prefix), Rc::clone(&slowness));
         let (connecting, up) = (Rc::clone(&connecting), up_tx.clone());
         tasks.push(tokio::task::spawn_local(async move {
             let stream = {
                 let _permit = connecting.acquire().await;
-                connect_retrying(addr, 5).await
+                connect_retrying_with(addr, 5, small_buffers).await
             };
             let Some(mut stream) = stream else {
                 let _ = up.send(false);
@@ -152,7 +180,12 @@ pub async fn slow_clients(
             if stream.write_all(&prefix).await.is_err() {
                 return cut(start, &[]);
             }
-            dribble(&mut stream, start, &head, interval, give_up).await
+            match &*slowness {
+                Slowness::Dribble { head, interval } => {
+                    dribble(&mut stream, start, head, *interval, give_up).await
+                }
+                Slowness::Flood { message } => flood(&mut stream, start, message, give_up).await,
+            }
         }));
     }
     drop(up_tx);
@@ -168,12 +201,21 @@ pub async fn slow_clients(
     for task in tasks {
         match task.await {
             Ok(SlowClient::ConnectFailed) | Err(_) => {}
-            Ok(SlowClient::Cut { after, status }) => {
+            Ok(SlowClient::Cut { after, status, close_code }) => {
                 outcome.cut_after.push(after.as_secs_f64());
-                match status {
-                    Some(408) => outcome.got_408 += 1,
-                    Some(_) => outcome.got_other += 1,
-                    None => {}
+                match (status, close_code) {
+                    (Some(408), _) => outcome.got_408 += 1,
+                    (Some(101), Some(1001)) => {
+                        outcome.upgraded += 1;
+                        outcome.got_1001 += 1;
+                    }
+                    (Some(101), None) => outcome.upgraded += 1,
+                    (Some(101), Some(_)) => {
+                        outcome.upgraded += 1;
+                        outcome.got_other += 1;
+                    }
+                    (Some(_), _) => outcome.got_other += 1,
+                    (None, _) => {}
                 }
             }
             Ok(SlowClient::StillOpen) => outcome.still_open += 1,
@@ -184,7 +226,7 @@ pub async fn slow_clients(
 
 enum SlowClient {
     ConnectFailed,
-    Cut { after: Duration, status: Option<u16> },
+    Cut { after: Duration, status: Option<u16>, close_code: Option<u16> },
     StillOpen,
 }
 
@@ -216,14 +258,64 @@ async fn dribble(
     }
 }
 
+/// Writes `message` again and again, never reading, until a write fails
+/// (the server closed or reset the connection). A write that cannot go
+/// on waits; one cut short is resumed where it stopped, so the stream of
+/// messages stays well-formed.
+async fn flood(stream: &mut TcpStream, start: Instant, message: &[u8], give_up: Duration) -> SlowClient {
+    let mut at = 0;
+    loop {
+        if start.elapsed() > give_up {
+            return SlowClient::StillOpen;
+        }
+        match tokio::time::timeout(Duration::from_millis(500), stream.write(&message[at..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return cut(start, &[]),
+            Ok(Ok(n)) => at = (at + n) % message.len(),
+            Err(_) => {}
+        }
+    }
+}
+
+/// How a slow client ended: the status of the response it got, if any,
+/// and after a `101`, the code of the first close frame that followed.
 fn cut(start: Instant, received: &[u8]) -> SlowClient {
     let status = received.get(9..12).and_then(|s| std::str::from_utf8(s).ok()).and_then(|s| s.parse().ok());
-    SlowClient::Cut { after: start.elapsed(), status }
+    let close_code = (status == Some(101)).then(|| close_code(received)).flatten();
+    SlowClient::Cut { after: start.elapsed(), status, close_code }
+}
+
+/// The code of the first close frame after the response head in
+/// `received`.
+fn close_code(received: &[u8]) -> Option<u16> {
+    let mut rest = &received[received.windows(4).position(|w| w == b"\r\n\r\n")? + 4..];
+    while let Ok(Some(frame)) = crate::rig::wsframe::parse_frame(rest) {
+        if frame.opcode == 0x8 {
+            return Some(match frame.payload {
+                [a, b, ..] => u16::from_be_bytes([*a, *b]),
+                _ => 1005,
+            });
+        }
+        rest = &rest[frame.len..];
+    }
+    None
 }
 
 async fn connect_retrying(addr: SocketAddr, attempts: u32) -> Option<TcpStream> {
+    connect_retrying_with(addr, attempts, false).await
+}
+
+/// Connects, retrying with a growing pause; with `small_buffers` the
+/// socket's receive buffer is 4 KiB and its send buffer 16 KiB (set before
+/// connecting, so the window offered is small from the start).
+async fn connect_retrying_with(addr: SocketAddr, attempts: u32, small_buffers: bool) -> Option<TcpStream> {
     for attempt in 0..attempts {
-        match tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await {
+        let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
+        let Ok(socket) = socket else { return None };
+        if small_buffers {
+            let _ = socket.set_recv_buffer_size(4096);
+            let _ = socket.set_send_buffer_size(16 << 10);
+        }
+        match tokio::time::timeout(Duration::from_secs(3), socket.connect(addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 return Some(stream);
@@ -585,6 +677,39 @@ mod tests {
         assert!(Noise::WrongMethod.accepts(405) && !Noise::WrongMethod.accepts(404));
         assert!(Noise::Garbage.accepts(400) && !Noise::Garbage.accepts(500));
         assert!(Noise::BadMethod.accepts(501) && !Noise::BadMethod.accepts(200));
+    }
+
+    #[test]
+    fn the_close_code_after_an_upgrade_is_found() {
+        let mut received = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
+        assert_eq!(close_code(&received), None);
+        received.extend_from_slice(&[0x81, 2, b'h', b'i']);
+        received.extend_from_slice(&[0x88, 2, 0x03, 0xE9]);
+        assert_eq!(close_code(&received), Some(1001));
+        let SlowClient::Cut { status, close_code, .. } = cut(Instant::now(), &received) else {
+            panic!("a cut client")
+        };
+        assert_eq!((status, close_code), (Some(101), Some(1001)));
+    }
+
+    #[tokio::test]
+    async fn a_flood_ends_when_the_server_closes_and_not_before() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        // Accepts, never reads, and closes after 1 s: with unread bytes in
+        // its receive buffer the close is a reset.
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("accept");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            drop(s);
+        });
+        let mut stream = connect_retrying_with(addr, 1, true).await.expect("connect");
+        let start = Instant::now();
+        let ended = flood(&mut stream, start, &[7u8; 64 << 10], Duration::from_secs(10)).await;
+        let SlowClient::Cut { after, status: None, close_code: None } = ended else {
+            panic!("the flood should end with the connection")
+        };
+        assert!(after >= Duration::from_millis(900) && after < Duration::from_secs(5), "{after:?}");
     }
 
     /// A loopback server writing canned bytes, for the response reader.

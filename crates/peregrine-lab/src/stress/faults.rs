@@ -16,20 +16,29 @@
 //! `--recovery-secs` of the restart and fully (only `200`) in the last five
 //! seconds, the server process is the same one throughout, and no
 //! `/updates` answer reported a value the table does not hold.
+//!
+//! `--protocol tls`, `h2` or `h2c` runs all of it over that protocol: the
+//! load is wrk over TLS or h2load (one stream per connection), the probes
+//! and the `/updates` client use the lab's TLS connector or its HTTP/2
+//! client ([`super::h2client`]), one connection each, reopened when the
+//! server closes it. Over HTTP/2 a stream refused or reset before its
+//! answer counts as a probe without an answer (status 0), as a closed
+//! connection does over HTTP/1.1.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::clients::{block_on, get, read_response, ReadError};
-use super::target::{Target, TargetArgs, Wrk};
+use super::clients::{block_on, get, read_response, ReadError, REQUEST_TIMEOUT};
+use super::h2client::{self, H2Conn, Outcome};
+use super::load::Load;
+use super::protocol::{Connector, Io};
+use super::target::{Target, TargetArgs};
 use super::Report;
 use crate::rig::stats::percentile;
 
@@ -48,7 +57,7 @@ pub struct Args {
     /// Probe connections.
     #[arg(long, default_value_t = 16)]
     probes: usize,
-    /// wrk connections on /db.
+    /// Load connections on /db (wrk; h2load over HTTP/2, one stream each).
     #[arg(long, default_value_t = 64)]
     connections: u32,
     /// Fail when any answer takes longer (database timeout 2 s + slack).
@@ -104,11 +113,15 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     );
 
     let wrk = {
-        let mut w = Wrk::new(server.url("/db"), args.connections, args.duration as u32);
-        w.timeout_secs = 4;
-        w.spawn(&target.load_cpu)?
+        let mut load =
+            Load::new(server.protocol, server.load_url("/db"), args.connections, args.duration as u32);
+        load.timeout_secs = 4;
+        load.streams = 1;
+        report.figure("protocol", server.protocol.describe());
+        report.figure("load", load.tool());
+        load.spawn(&target.load_cpu)?
     };
-    let addr = server.addr;
+    let connector = Rc::new(server.connector(server.protocol)?);
     let (probes, duration, pg_ctl) = (args.probes, Duration::from_secs(args.duration), args.pg_ctl.clone());
     let outcome = block_on(async move {
         let start = Instant::now();
@@ -117,14 +130,15 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         let mut tasks = Vec::new();
         for i in 0..probes {
             tasks.push(tokio::task::spawn_local(probe_loop(
-                addr,
+                Rc::clone(&connector),
                 i,
                 start,
                 Rc::clone(&samples),
                 stop_rx.clone(),
             )));
         }
-        let updates = tokio::task::spawn_local(update_loop(addr, url.clone(), stop_rx.clone()));
+        let updates =
+            tokio::task::spawn_local(update_loop(Rc::clone(&connector), url.clone(), stop_rx.clone()));
         let mut events = Vec::new();
         for at in KILL_AT {
             tokio::time::sleep_until((start + Duration::from_secs(at)).into()).await;
@@ -208,8 +222,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     report
         .figure("first 200 after restart (s)", first_ok_after.map_or("never".into(), |t| format!("{t:.2}")));
     report.figure(
-        "wrk /db requests, non-2xx, socket errors",
-        format!("{}, {}, {}", load.total_requests, load.non_2xx_3xx, load.socket_errors.total()),
+        "load /db requests, non-2xx, failed",
+        format!("{}, {}, {}", load.total_requests, load.non_2xx, load.failed),
     );
     report.figure(
         "/updates answered / 200 / rows verified",
@@ -224,10 +238,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         max_latency <= args.max_latency_ms,
         format!("no request hung: slowest {max_latency:.0} ms <= {} ms", args.max_latency_ms),
     );
-    report.check(
-        load.socket_errors.timeout == 0,
-        format!("no wrk request timed out ({})", load.socket_errors.timeout),
-    );
+    report.check(load.timeouts == 0, format!("no load request timed out ({})", load.timeouts));
     report.check(!down.is_empty() && down.iter().all(|&s| s == 503), "503 while the cluster was down");
     report.check(
         first_ok_after.is_some_and(|t| t <= args.recovery_secs),
@@ -260,42 +271,110 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     Ok(report.finish())
 }
 
+/// One client connection of the protocol under test, opened when needed
+/// and dropped when the server ends it.
+struct Session {
+    connector: Rc<Connector>,
+    conn: Option<Conn>,
+}
+
+enum Conn {
+    H1 { io: Box<dyn Io>, buf: Vec<u8> },
+    H2(H2Conn),
+}
+
+/// How one request on a [`Session`] ended.
+enum Answer {
+    /// A whole response.
+    Response { status: u16, body: Vec<u8> },
+    /// No connection could be opened.
+    NoConnection,
+    /// The connection ended (or the stream was refused or reset) before
+    /// any answer began.
+    Gone,
+    /// An answer that broke off, was malformed, or did not come in time.
+    Broken(String),
+}
+
+impl Session {
+    fn new(connector: Rc<Connector>) -> Session {
+        Session { connector, conn: None }
+    }
+
+    async fn request(&mut self, path: &str) -> Answer {
+        if self.conn.is_none() {
+            let opened = if self.connector.protocol.is_h2() {
+                h2client::connect(&self.connector).await.map(Conn::H2).ok()
+            } else {
+                self.connector.connect().await.map(|io| Conn::H1 { io, buf: Vec::new() }).ok()
+            };
+            let Some(conn) = opened else { return Answer::NoConnection };
+            self.conn = Some(conn);
+        }
+        let answer = match self.conn.as_mut() {
+            Some(Conn::H1 { io, buf }) => h1_request(io, buf, path).await,
+            Some(Conn::H2(h2)) => {
+                let (protocol, authority) = (self.connector.protocol, self.connector.addr.to_string());
+                let mut body = Vec::new();
+                match h2client::fetch(&h2.send, &authority, protocol.scheme(), path, Some(&mut body)).await {
+                    Outcome::Answered(status) => (Answer::Response { status, body }, true),
+                    Outcome::NotSent(_) | Outcome::Refused(_) | Outcome::Unanswered(_) => {
+                        (Answer::Gone, false)
+                    }
+                    Outcome::Truncated(why) => (Answer::Broken(format!("truncated: {why}")), false),
+                    Outcome::TimedOut => (Answer::Broken("no answer in 10 s".into()), false),
+                }
+            }
+            None => (Answer::NoConnection, false),
+        };
+        let (answer, keep) = answer;
+        if !keep {
+            self.conn = None;
+        }
+        answer
+    }
+}
+
+/// One HTTP/1.1 request on `io`; whether the connection stays open.
+async fn h1_request(io: &mut Box<dyn Io>, buf: &mut Vec<u8>, path: &str) -> (Answer, bool) {
+    if io.write_all(&get(path)).await.is_err() {
+        return (Answer::Gone, false);
+    }
+    match tokio::time::timeout(REQUEST_TIMEOUT, read_response(io, buf)).await {
+        Ok(Ok(r)) => (Answer::Response { status: r.status, body: r.body }, !r.close),
+        Ok(Err(ReadError::Closed | ReadError::Reset(_))) => (Answer::Gone, false),
+        Ok(Err(e)) => (Answer::Broken(e.to_string()), false),
+        Err(_) => (Answer::Broken("no answer in 10 s".into()), false),
+    }
+}
+
 async fn probe_loop(
-    addr: SocketAddr,
+    connector: Rc<Connector>,
     i: usize,
     start: Instant,
     samples: Rc<RefCell<Vec<Sample>>>,
     stop: watch::Receiver<bool>,
 ) {
     const PATHS: [&str; 3] = ["/db", "/queries?queries=5", "/fortunes"];
+    let mut session = Session::new(connector);
     let mut n = i;
-    'connect: while !*stop.borrow() {
-        let Ok(mut stream) = TcpStream::connect(addr).await else {
-            samples.borrow_mut().push((start.elapsed().as_secs_f64(), 0, 0.0));
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
+    while !*stop.borrow() {
+        let sent = Instant::now();
+        n += 1;
+        let answer = session.request(PATHS[n % PATHS.len()]).await;
+        let latency = sent.elapsed().as_secs_f64() * 1000.0;
+        let status = match answer {
+            Answer::Response { status, .. } => status,
+            Answer::NoConnection => {
+                samples.borrow_mut().push((start.elapsed().as_secs_f64(), 0, 0.0));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Answer::Gone | Answer::Broken(_) => 0,
         };
-        let mut buf = Vec::new();
-        while !*stop.borrow() {
-            let sent = Instant::now();
-            n += 1;
-            if stream.write_all(&get(PATHS[n % PATHS.len()])).await.is_err() {
-                continue 'connect;
-            }
-            let answer =
-                tokio::time::timeout(Duration::from_secs(10), read_response(&mut stream, &mut buf)).await;
-            let latency = sent.elapsed().as_secs_f64() * 1000.0;
-            let (status, keep) = match &answer {
-                Ok(Ok(r)) => (r.status, !r.close),
-                _ => (0, false),
-            };
-            samples.borrow_mut().push((start.elapsed().as_secs_f64(), status, latency));
-            if !keep {
-                continue 'connect;
-            }
-            // Probes sample, they are not the load.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        samples.borrow_mut().push((start.elapsed().as_secs_f64(), status, latency));
+        // Probes sample, they are not the load.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -306,57 +385,45 @@ struct World {
     random_number: i32,
 }
 
-async fn update_loop(addr: SocketAddr, url: String, stop: watch::Receiver<bool>) -> UpdateCheck {
+async fn update_loop(connector: Rc<Connector>, url: String, stop: watch::Receiver<bool>) -> UpdateCheck {
     let mut check = UpdateCheck::default();
+    let mut session = Session::new(connector);
     while !*stop.borrow() {
-        let Ok(mut stream) = TcpStream::connect(addr).await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
+        let sent = Instant::now();
+        let (status, body) = match session.request("/updates?queries=20").await {
+            Answer::Response { status, body } => (status, body),
+            Answer::NoConnection => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Answer::Gone => continue,
+            Answer::Broken(why) => {
+                check.bad_answers.push(why);
+                continue;
+            }
         };
-        let mut buf = Vec::new();
-        while !*stop.borrow() {
-            let sent = Instant::now();
-            if stream.write_all(&get("/updates?queries=20")).await.is_err() {
-                break;
+        check.latencies_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
+        check.answered += 1;
+        match status {
+            200 => {}
+            503 => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
-            let answer =
-                match tokio::time::timeout(Duration::from_secs(10), read_response(&mut stream, &mut buf))
-                    .await
-                {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(ReadError::Closed | ReadError::Reset(_))) => break,
-                    Ok(Err(e)) => {
-                        check.bad_answers.push(format!("{e:?}"));
-                        break;
-                    }
-                    Err(_) => {
-                        check.bad_answers.push("no answer in 10 s".into());
-                        break;
-                    }
-                };
-            check.latencies_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
-            check.answered += 1;
-            match answer.status {
-                200 => {}
-                503 => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-                other => {
-                    check.bad_answers.push(format!("status {other}"));
-                    continue;
-                }
+            other => {
+                check.bad_answers.push(format!("status {other}"));
+                continue;
             }
-            check.ok += 1;
-            let worlds: Vec<World> = match serde_json::from_slice(&answer.body) {
-                Ok(w) => w,
-                Err(e) => {
-                    check.bad_answers.push(format!("body is not a World array: {e}"));
-                    continue;
-                }
-            };
-            verify(&url, &worlds, &mut check).await;
         }
+        check.ok += 1;
+        let worlds: Vec<World> = match serde_json::from_slice(&body) {
+            Ok(w) => w,
+            Err(e) => {
+                check.bad_answers.push(format!("body is not a World array: {e}"));
+                continue;
+            }
+        };
+        verify(&url, &worlds, &mut check).await;
     }
     check
 }

@@ -63,6 +63,17 @@ pub enum Outcome {
 
 /// Sends `GET path` and reads the whole response.
 pub async fn get(send: &SendRequest<Bytes>, authority: &str, scheme: &str, path: &str) -> Outcome {
+    fetch(send, authority, scheme, path, None).await
+}
+
+/// [`get`], keeping the response body in `body` when given.
+pub async fn fetch(
+    send: &SendRequest<Bytes>,
+    authority: &str,
+    scheme: &str,
+    path: &str,
+    mut body_out: Option<&mut Vec<u8>>,
+) -> Outcome {
     let mut send = match send.clone().ready().await {
         Ok(s) => s,
         Err(e) => return Outcome::NotSent(e),
@@ -88,6 +99,9 @@ pub async fn get(send: &SendRequest<Bytes>, authority: &str, scheme: &str, path:
             match chunk {
                 Ok(chunk) => {
                     length += chunk.len();
+                    if let Some(out) = body_out.as_deref_mut() {
+                        out.extend_from_slice(&chunk);
+                    }
                     let _ = body.flow_control().release_capacity(chunk.len());
                 }
                 Err(e) => return Outcome::Truncated(format!("{length} body bytes, then {e}")),

@@ -55,7 +55,7 @@ pub struct Args {
 }
 
 /// One held client connection.
-enum Held {
+pub(super) enum Held {
     H1(#[allow(dead_code)] Box<dyn Io>),
     H2(#[allow(dead_code)] h2client::H2Conn),
 }
@@ -228,7 +228,7 @@ async fn open_one(connector: &Connector) -> Result<(Held, u16), String> {
 
 /// A WebSocket on `/ws`: the upgrade answered `101`, then one text message
 /// sent and its echo read back whole (frames from the lab's `wsframe`).
-async fn open_websocket(connector: &Connector) -> Result<(Held, u16), String> {
+pub(super) async fn open_websocket(connector: &Connector) -> Result<(Held, u16), String> {
     let mut stream = connector.connect().await.map_err(|e| format!("connect: {e}"))?;
     let upgrade = wsframe::handshake(&connector.addr.to_string(), "/ws", "");
     stream.write_all(&upgrade).await.map_err(|e| format!("write: {e}"))?;

@@ -1,15 +1,19 @@
 //! Outside load on the protocol a scenario speaks: wrk for HTTP/1.1
-//! (cleartext or TLS; wrk speaks https itself) and h2load for HTTP/2 (h2
-//! over TLS by ALPN, or h2c with prior knowledge), reported in one shape so
-//! a scenario checks the same figures whichever ran.
+//! (cleartext or TLS; wrk speaks https itself), h2load for HTTP/2 (h2
+//! over TLS by ALPN, or h2c with prior knowledge) and `peregrine-lab
+//! ws-load` (this binary, in its own process) for WebSocket echoes on
+//! `/ws`, reported in one shape so a scenario checks the same figures
+//! whichever ran (for WebSocket a "request" is one echoed message).
 
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 
 use super::protocol::Protocol;
 use super::target::Wrk;
 use crate::rig::h2load::{H2loadCommand, RunningH2load};
 use crate::rig::stats::percentile;
 use crate::rig::wrk::RunningWrk;
+use crate::wsload::EchoReport;
 
 /// Concurrent streams per HTTP/2 connection, unless a scenario says.
 pub const DEFAULT_STREAMS: u32 = 10;
@@ -25,17 +29,30 @@ pub struct Load {
     pub streams: u32,
     /// Where h2load writes its per-request log (for latency percentiles).
     pub log_file: Option<PathBuf>,
+    /// Seconds after which an unanswered request is an error (wrk's
+    /// --timeout, h2load's inactivity timeout; ws-load's is fixed at 10).
+    pub timeout_secs: u32,
 }
 
 impl Load {
     pub fn new(protocol: Protocol, url: String, connections: u32, seconds: u32) -> Load {
-        Load { protocol, url, connections, seconds, streams: DEFAULT_STREAMS, log_file: None }
+        Load {
+            protocol,
+            url,
+            connections,
+            seconds,
+            streams: DEFAULT_STREAMS,
+            log_file: None,
+            timeout_secs: 5,
+        }
     }
 
     /// Which tool, for figures.
     pub fn tool(&self) -> String {
         if self.protocol.is_h2() {
             format!("h2load, {} connections x {} streams", self.connections, self.streams)
+        } else if self.protocol == Protocol::Ws {
+            format!("ws-load, {} WebSockets echoing 5-byte messages", self.connections)
         } else {
             format!("wrk, {} connections", self.connections)
         }
@@ -49,16 +66,35 @@ impl Load {
                 connections: self.connections,
                 streams: self.streams,
                 seconds: self.seconds,
-                // As wrk's --timeout=5s: a request unanswered that long is
+                // As wrk's --timeout: a request unanswered that long is
                 // an error (h2load measures it per connection).
-                inactivity_timeout_secs: Some(5),
+                inactivity_timeout_secs: Some(self.timeout_secs),
                 log_file: self.log_file.clone(),
                 url: self.url.clone(),
             };
             Ok(RunningLoad::H2load(command.spawn()?))
+        } else if self.protocol == Protocol::Ws {
+            Ok(RunningLoad::Ws(self.spawn_ws_load(cpu)?))
         } else {
-            Ok(RunningLoad::Wrk(Wrk::new(self.url.clone(), self.connections, self.seconds).spawn(cpu)?))
+            let mut wrk = Wrk::new(self.url.clone(), self.connections, self.seconds);
+            wrk.timeout_secs = self.timeout_secs;
+            Ok(RunningLoad::Wrk(wrk.spawn(cpu)?))
         }
+    }
+
+    /// `peregrine-lab ws-load URL --json`, pinned to `cpu`: no warm-up,
+    /// so it opens its sockets and then echoes for `seconds`.
+    pub fn spawn_ws_load(&self, cpu: &str) -> Result<Child, String> {
+        let me = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+        Command::new(me)
+            .arg("ws-load")
+            .arg(&self.url)
+            .args(["-c", &self.connections.to_string(), "-d", &self.seconds.to_string()])
+            .args(["--warmup", "0", "--cpu", cpu, "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start ws-load: {e}"))
     }
 
     /// Runs the load to completion.
@@ -71,6 +107,21 @@ impl Load {
 pub enum RunningLoad {
     Wrk(RunningWrk),
     H2load(RunningH2load),
+    Ws(Child),
+}
+
+/// Waits for a ws-load process and reads its JSON report.
+pub fn finish_ws_load(child: Child) -> Result<EchoReport, String> {
+    let out = child.wait_with_output().map_err(|e| format!("ws-load: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).map_err(|e| {
+        format!(
+            "ws-load ({}) printed {:?}, stderr {:?}: {e}",
+            out.status,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
 }
 
 impl RunningLoad {
@@ -95,6 +146,24 @@ impl RunningLoad {
                     unavailable: None,
                     failed: r.socket_errors.connect + r.socket_errors.read + r.socket_errors.write,
                     timeouts: r.socket_errors.timeout,
+                };
+                Ok((report, Vec::new()))
+            }
+            RunningLoad::Ws(child) => {
+                let r = finish_ws_load(child)?;
+                let report = LoadReport {
+                    total_requests: r.messages,
+                    duration_secs: r.seconds,
+                    requests_per_sec: r.messages_per_sec,
+                    latency_p50_ms: r.latency_p50_ms,
+                    latency_p99_ms: r.latency_p99_ms,
+                    latency_max_ms: r.latency_max_ms,
+                    non_2xx: 0,
+                    unavailable: None,
+                    // A socket not opened, or failed (closed, no echo in
+                    // 10 s, a wrong frame) while echoing.
+                    failed: r.open_failed as u64 + r.errors,
+                    timeouts: 0,
                 };
                 Ok((report, Vec::new()))
             }

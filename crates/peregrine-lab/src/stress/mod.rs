@@ -6,8 +6,11 @@
 //! server CPU; the load runs on the load CPU), drives it with `wrk` (or
 //! `h2load` for HTTP/2) and with purpose-built clients ([`clients`],
 //! [`h2client`]), prints its figures, and exits 1 when a limit is broken.
-//! `--protocol` ([`protocol`]) chooses cleartext HTTP/1.1, TLS, h2 or h2c
-//! for overload, noisy, slow and shutdown; idle measures all four. The limits are
+//! `--protocol` ([`protocol`]) chooses cleartext HTTP/1.1, TLS, h2, h2c or
+//! WebSocket for overload, noisy, slow and shutdown, h1, tls, h2 or h2c for
+//! faults, h1 or ws for soak (whose `--all-protocols` runs all five); idle
+//! measures all five. WebSocket load is `peregrine-lab ws-load`
+//! ([`crate::wsload`]). The limits are
 //! flags with the issue's numbers as defaults, so a run on slower hardware
 //! can state what it held to.
 
@@ -47,29 +50,35 @@ pub struct StressArgs {
 
 #[derive(Subcommand)]
 enum Scenario {
-    /// 20,000 concurrent connections on /plaintext and /json: the server
-    /// stays up, refuses cleanly past its connection limit, and answers the
-    /// connections it holds with bounded latency.
+    /// 20,000 concurrent connections on /plaintext and /json (ws: 20,000
+    /// WebSockets echoing on /ws): the server stays up, refuses cleanly
+    /// past its connection limit, and answers the connections it holds with
+    /// bounded latency.
     Overload(overload::Args),
-    /// Valid load mixed with bad methods, unknown paths and garbage
-    /// connections: valid throughput stays within 90% of a clean run.
+    /// Valid load (ws: echoes) mixed with bad methods, unknown paths and
+    /// garbage connections: valid throughput stays within 90% of a clean
+    /// run.
     Noisy(noisy::Args),
     /// 5,000 clients sending one header byte a second (over TLS: one
-    /// ClientHello byte; over h2c: one HEADERS byte after the preface):
-    /// normal clients lose at most 10% throughput and the slow ones are cut
-    /// at the header timeout.
+    /// ClientHello byte; over h2c: one HEADERS byte after the preface; over
+    /// ws: one frame byte after the upgrade, beside 100 clients that never
+    /// read their echoes): normal clients lose at most 10% throughput and
+    /// the slow ones are cut at the header (ws: idle) timeout.
     Slow(slow::Args),
-    /// Mixed load over all seven TFB endpoints for a long time: resident
-    /// memory stays flat, no errors, no file descriptors leaked.
+    /// Mixed load over all seven TFB endpoints (ws: echoes; with
+    /// --all-protocols all five protocols at once) for a long time:
+    /// resident memory stays flat, no errors, no file descriptors leaked.
     Soak(soak::Args),
-    /// Kill PostgreSQL backends and stop and start the cluster under load:
-    /// 503 while down, no hung request, full service after, no restart, and
-    /// every value /updates reports is in the table.
+    /// Kill PostgreSQL backends and stop and start the cluster under load
+    /// (over h1, tls, h2 or h2c): 503 while down, no hung request, full
+    /// service after, no restart, and every value /updates reports is in
+    /// the table.
     Faults(faults::Args),
     /// SIGTERM under load: in-flight requests finish (no truncated
-    /// response) and the server exits 0 within 5 s.
+    /// response; ws: every socket gets close 1001) and the server exits 0
+    /// within 5 s.
     Shutdown(shutdown::Args),
-    /// 2,000 idle connections per protocol (h1, tls, h2, h2c), one request
+    /// 2,000 idle connections per protocol (h1, tls, h2, h2c, ws), one request
     /// each: resident memory per idle connection, and every file
     /// descriptor back after they close.
     Idle(idle::Args),
@@ -82,23 +91,18 @@ pub fn run(args: StressArgs) -> ExitCode {
     if let Scenario::Client(a) = &args.scenario {
         return overload::client(a);
     }
-    let speaks_others = matches!(
-        args.scenario,
-        Scenario::Overload(_)
-            | Scenario::Noisy(_)
-            | Scenario::Slow(_)
-            | Scenario::Shutdown(_)
-            | Scenario::Idle(_)
-    );
-    if args.target.protocol != protocol::Protocol::H1 && !speaks_others {
-        eprintln!("peregrine-lab stress: this scenario speaks only --protocol h1 (so far)");
-        return ExitCode::from(2);
-    }
-    if args.target.protocol == protocol::Protocol::Ws {
-        eprintln!(
-            "peregrine-lab stress: WebSocket is measured by `stress idle --protocols ws` (and \
-             `peregrine-lab ws-load`); this scenario does not speak it yet"
-        );
+    let protocol = args.target.protocol;
+    let refusal = match &args.scenario {
+        Scenario::Faults(_) if protocol == protocol::Protocol::Ws => {
+            Some("faults speaks h1, tls, h2 and h2c: its probes and /updates checks are HTTP requests")
+        }
+        Scenario::Soak(_) if !protocol.on_main_port() => {
+            Some("soak speaks h1 or ws alone; --all-protocols soaks h1, tls, h2, h2c and ws at once")
+        }
+        _ => None,
+    };
+    if let Some(why) = refusal {
+        eprintln!("peregrine-lab stress: {why}");
         return ExitCode::from(2);
     }
     let result = match &args.scenario {

@@ -23,6 +23,15 @@
 //! HTTP/2 client cannot read), so refusals show as failed connects there
 //! too. `--h2load` loads with h2load instead (see [`super::overload_h2`]),
 //! which cannot hold 20,000 connections.
+//!
+//! `--protocol ws` opens `--connections` WebSockets on `/ws` instead, split
+//! over `peregrine-lab ws-load` processes, each socket echoing 5-byte
+//! messages for `--duration` (`--paths` does not apply). Checked: the
+//! server stays up, echoes flow, the worst process's p99 echo latency is
+//! under `--max-p99-ms`, no socket that opened failed (closed, a wrong
+//! frame, or no echo within 10 s), and afterwards a fresh socket upgrades
+//! and echoes. Sockets refused at the server's connection limit (`503`)
+//! are counted.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +41,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops, LoopStats};
+use super::load::{finish_ws_load, Load};
 use super::protocol::{Connector, Protocol};
 use super::target::{probe, Target, TargetArgs};
 use super::Report;
@@ -39,10 +49,11 @@ use crate::rig::cpu::pin_self;
 use crate::rig::fdlimit;
 use crate::rig::procfs::{self, fd_count};
 use crate::rig::stats::percentile;
+use crate::wsload::EchoReport;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Concurrent connections in total.
+    /// Concurrent connections in total (WebSocket: sockets).
     #[arg(long, default_value_t = 20_000)]
     connections: u32,
     /// Seconds of load per path.
@@ -148,6 +159,11 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             fd_limit,
         };
         load.run(target, &mut server, &mut report)?;
+        report.check(server.server.check_alive().is_ok(), "server survived the whole run");
+        return Ok(report.finish());
+    }
+    if server.protocol == Protocol::Ws {
+        run_ws(target, args, &mut server, &mut report, fd_limit)?;
         report.check(server.server.check_alive().is_ok(), "server survived the whole run");
         return Ok(report.finish());
     }
@@ -259,6 +275,64 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     }
     report.check(server.server.check_alive().is_ok(), "server survived the whole run");
     Ok(report.finish())
+}
+
+/// Overload over WebSocket: ws-load processes, each holding its share of
+/// the sockets, all echoing at once.
+fn run_ws(
+    target: &TargetArgs,
+    args: &Args,
+    server: &mut Target,
+    report: &mut Report,
+    fd_limit: u64,
+) -> Result<(), String> {
+    let pid = server.pid();
+    let processes = args.connections.div_ceil(per_process(fd_limit)).max(1);
+    let share = args.connections / processes;
+    let seconds = u32::try_from(args.duration).unwrap_or(u32::MAX);
+    let cpu_before = procfs::cpu_secs(pid)?;
+    let started = std::time::Instant::now();
+    let mut children = Vec::new();
+    for i in 0..processes {
+        let conns = if i + 1 == processes { args.connections - share * (processes - 1) } else { share };
+        let load = Load::new(Protocol::Ws, server.url_of(Protocol::Ws, "/"), conns, seconds);
+        children.push(load.spawn_ws_load(&target.load_cpu)?);
+    }
+    // Sample what the server holds while every socket is open (they open
+    // before the timed echoes begin).
+    std::thread::sleep(Duration::from_secs(args.duration * 2 / 3 + 2));
+    let held = fd_count(pid).unwrap_or(0);
+    let mut reports = Vec::new();
+    for child in children {
+        reports.push(finish_ws_load(child)?);
+    }
+    let busy = (procfs::cpu_secs(pid)? - cpu_before) / started.elapsed().as_secs_f64();
+    let sum = |f: fn(&EchoReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let worst = |f: fn(&EchoReport) -> Option<f64>| reports.iter().filter_map(f).fold(0.0, f64::max);
+    let (opened, not_opened) =
+        (sum(|r| (r.connections - r.open_failed) as u64), sum(|r| r.open_failed as u64));
+    let (echoes, failed) = (sum(|r| r.messages), sum(|r| r.errors));
+    let rate: f64 = reports.iter().map(|r| r.messages_per_sec).sum();
+    let (p99, max) = (worst(|r| r.latency_p99_ms), worst(|r| r.latency_max_ms));
+    let first_failure = reports.iter().find_map(|r| r.first_error.clone());
+    let first_refusal = reports.iter().find_map(|r| r.first_open_error.clone());
+    report.figure("ws-load processes", processes);
+    report.figure("server file descriptors mid-run", held);
+    report.figure("server CPU busy", format!("{:.0}%", busy * 100.0));
+    report.figure("WebSockets opened / not opened", format!("{opened} / {not_opened} ({first_refusal:?})"));
+    report.figure("echoes, echoes/s", format!("{echoes}, {rate:.0}"));
+    report.figure("echo latency ms, worst process p99 / max", format!("{p99:.1} / {max:.1}"));
+    report.figure("sockets failed while echoing", format!("{failed} ({first_failure:?})"));
+    report.check(server.server.check_alive().is_ok(), "server still running");
+    report.check(echoes > 0, "messages were echoed");
+    report.check(p99 <= args.max_p99_ms, format!("p99 {p99:.1} ms <= {} ms", args.max_p99_ms));
+    report.check(failed == 0, format!("no open socket failed while echoing ({failed}; {first_failure:?})"));
+    std::thread::sleep(Duration::from_millis(500));
+    let connector = server.connector(Protocol::Ws)?;
+    let after =
+        block_on(async move { super::idle::open_websocket(&connector).await.map(|(_, status)| status) })?;
+    report.check(after == Ok(101), format!("a fresh socket upgrades and echoes afterwards ({after:?})"));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub enum Protocol {
     /// Cleartext HTTP/2 with prior knowledge on --port + 2.
     H2c,
     /// WebSocket (RFC 6455) upgraded from cleartext HTTP/1.1 on --port,
-    /// at `/ws`; `idle` only, so far.
+    /// echoing on `/ws` (the load's path, whatever a scenario's --path).
     Ws,
 }
 
@@ -86,10 +86,10 @@ impl Protocol {
     }
 
     pub fn scheme(self) -> &'static str {
-        if self.uses_tls() {
-            "https"
-        } else {
-            "http"
+        match self {
+            Protocol::Tls | Protocol::H2 => "https",
+            Protocol::Ws => "ws",
+            Protocol::H1 | Protocol::H2c => "http",
         }
     }
 
@@ -250,6 +250,7 @@ mod tests {
         assert_eq!(Protocol::H1.scheme(), "http");
         assert_eq!(Protocol::H2c.scheme(), "http");
         assert_eq!(Protocol::Tls.scheme(), "https");
+        assert_eq!(Protocol::Ws.scheme(), "ws");
         assert!(Protocol::H2.uses_tls() && Protocol::H2.is_h2());
         assert!(!Protocol::Tls.is_h2() && !Protocol::H2c.uses_tls());
     }

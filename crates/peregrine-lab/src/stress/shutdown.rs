@@ -18,6 +18,12 @@
 //! REFUSED_STREAM (never processed, which a client may retry), none reset
 //! or dropped with its connection; exit status 0 within the limit as over
 //! HTTP/1.1.
+//!
+//! `--protocol ws` opens `--connections` WebSockets on `/ws`, each echoing
+//! 5-byte messages ([`crate::wsload::echo_loops`]), and checks instead:
+//! every socket was opened and echoed, each one received a close frame
+//! with code `1001` (going away) after the signal, none was dropped without
+//! one or left open, and the process exited 0 within `--max-exit-secs`.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -26,13 +32,14 @@ use clap::Args as ClapArgs;
 
 use super::clients::{block_on, keepalive_loops};
 use super::h2client;
+use super::protocol::Protocol;
 use super::target::{Target, TargetArgs};
 use super::Report;
 use crate::rig::cpu::pin_self;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Keep-alive client connections.
+    /// Keep-alive client connections (WebSocket: sockets).
     #[arg(long, default_value_t = 64)]
     connections: usize,
     /// Seconds of load before the signal.
@@ -56,6 +63,9 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     report.figure("protocol", server.protocol.describe());
     if server.protocol.is_h2() {
         return run_h2(target, args, server, report);
+    }
+    if server.protocol == Protocol::Ws {
+        return run_ws(target, args, server, report);
     }
     println!("shutdown: {} keep-alive clients, SIGTERM after {} s", args.connections, args.warmup);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -155,6 +165,114 @@ fn run_h2(
     report.check(stats.other_status == 0, format!("every answer was 200 ({} were not)", stats.other_status));
     report.check(stats.goaway > 0, format!("the server sent GOAWAY ({} connections)", stats.goaway));
     report.check(stats.ok_after_signal > 0, "streams in flight at SIGTERM were answered");
+    report.check(status.is_some_and(|s| s.success()), "exit status 0");
+    report.check(exit_secs <= args.max_exit_secs, format!("exited within {} s", args.max_exit_secs));
+    Ok(report.finish())
+}
+
+/// What the WebSocket clients saw around the signal.
+#[derive(Default)]
+struct WsEnds {
+    opened: usize,
+    open_failed: usize,
+    first_open_error: Option<String>,
+    echoes_before_signal: u64,
+    echoes: u64,
+    /// Sockets closed by the server with `1001`.
+    going_away: usize,
+    /// Sockets closed with another code: (code, how many).
+    other_codes: Vec<u16>,
+    /// Sockets that failed without a close frame.
+    dropped: usize,
+    first_drop: Option<String>,
+    /// Sockets still open when the clients stopped waiting.
+    still_open: usize,
+}
+
+/// Shutdown over WebSocket: each open socket gets close `1001`, exit 0.
+fn run_ws(
+    target: &TargetArgs,
+    args: &Args,
+    mut server: Target,
+    mut report: Report,
+) -> Result<Report, String> {
+    use crate::wsload::{echo_loops, open_all, parse_url, EchoCounts, LoopEnd};
+    println!("shutdown: {} WebSockets echoing, SIGTERM after {} s", args.connections, args.warmup);
+    let (url, conns, cpu) = (server.url_of(Protocol::Ws, "/"), args.connections, target.load_cpu.clone());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (signal_tx, mut signal_rx) = tokio::sync::watch::channel(false);
+    let clients = std::thread::spawn(move || {
+        pin_self(&cpu);
+        block_on(async move {
+            let target = std::rc::Rc::new(parse_url(&url)?);
+            let opened = open_all(&target, conns, None).await;
+            let mut ends = WsEnds {
+                opened: opened.sockets.len(),
+                open_failed: opened.failed,
+                first_open_error: opened.first_error,
+                ..WsEnds::default()
+            };
+            let counts = std::rc::Rc::new(EchoCounts::new());
+            let message = std::rc::Rc::new(crate::rig::wsframe::frame(0x81, b"hello"));
+            let loops = echo_loops(opened.sockets, message, 5, &counts);
+            let _ = ready_tx.send(());
+            let _ = signal_rx.changed().await;
+            ends.echoes_before_signal = counts.done.get();
+            // The server has its grace (and the close timeout) to close
+            // every socket; then whatever is still echoing is open.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            for handle in loops {
+                match tokio::time::timeout_at(deadline, handle).await {
+                    Ok(Ok(LoopEnd::Failed { close_code: Some(1001) })) => ends.going_away += 1,
+                    Ok(Ok(LoopEnd::Failed { close_code: Some(code) })) => ends.other_codes.push(code),
+                    Ok(Ok(LoopEnd::Failed { close_code: None })) | Ok(Err(_)) => ends.dropped += 1,
+                    Ok(Ok(LoopEnd::Stopped)) | Err(_) => ends.still_open += 1,
+                }
+            }
+            counts.stop.set(true);
+            ends.echoes = counts.done.get();
+            if ends.dropped > 0 {
+                ends.first_drop = counts.first_error.borrow().clone();
+            }
+            Ok::<_, String>(ends)
+        })
+    });
+    // Echoes flow for the warm-up once every socket is open.
+    let _ = ready_rx.recv_timeout(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(args.warmup));
+    let _ = signal_tx.send(true);
+    let signalled = Instant::now();
+    server.server.send_sigterm().map_err(|e| format!("cannot signal the server: {e}"))?;
+    let status = server.server.wait_exit(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    let exit_secs = signalled.elapsed().as_secs_f64();
+    let ends = clients.join().map_err(|_| "client thread panicked".to_string())???;
+
+    report.figure("WebSockets opened / not opened", format!("{} / {}", ends.opened, ends.open_failed));
+    report
+        .figure("echoes before SIGTERM / in all", format!("{} / {}", ends.echoes_before_signal, ends.echoes));
+    report.figure("sockets closed with 1001", ends.going_away);
+    report.figure("sockets closed with another code", format!("{:?}", ends.other_codes));
+    report.figure("sockets dropped without a close frame", ends.dropped);
+    report.figure("sockets still open after 15 s", ends.still_open);
+    report.figure("exit after SIGTERM (s)", format!("{exit_secs:.2}"));
+    report.figure("exit status", status.map_or("still running".into(), |s| s.to_string()));
+    report.check(
+        ends.open_failed == 0 && ends.opened == args.connections,
+        format!("all {} WebSockets opened ({:?})", args.connections, ends.first_open_error),
+    );
+    report.check(ends.echoes_before_signal > 0, "messages were echoed before the signal");
+    report.check(
+        ends.going_away == ends.opened && ends.opened > 0,
+        format!("every socket got close 1001 ({} of {})", ends.going_away, ends.opened),
+    );
+    report.check(
+        ends.dropped == 0 && ends.other_codes.is_empty(),
+        format!(
+            "no socket dropped without a close frame or closed with another code ({} dropped, first {:?})",
+            ends.dropped, ends.first_drop
+        ),
+    );
+    report.check(ends.still_open == 0, format!("no socket left open ({})", ends.still_open));
     report.check(status.is_some_and(|s| s.success()), "exit status 0");
     report.check(exit_secs <= args.max_exit_secs, format!("exited within {} s", args.max_exit_secs));
     Ok(report.finish())

@@ -23,6 +23,18 @@
 //! - `h2c`: the connection preface and SETTINGS at once, then the first
 //!   HEADERS frame a byte a second. The header timeout bounds an HTTP/2
 //!   connection until its first stream; the cut is a close.
+//! - `ws`: the normal load is `peregrine-lab ws-load` echoing on `/ws`.
+//!   Each slow client upgrades at once, then sends a binary frame's header
+//!   (declaring 1 MiB) and its payload a byte a second. Every byte is
+//!   input, so no read deadline or keepalive ping cuts it: what bounds it
+//!   is the socket's idle timeout (no whole data message for that long),
+//!   which the scenario sets to `--header-timeout` with the server's
+//!   `--ws-idle-timeout` (peregrine-tfb's; the library's default is none).
+//!   Each is cut with close `1001`. Beside them, `--non-readers` clients
+//!   upgrade and then send 64 KiB messages without ever reading the echoes
+//!   (4 KiB receive buffer): the server's writes stall, and the minimum
+//!   response rate (240 B/s after a 5 s grace) must reset each within
+//!   `--max-non-reader-secs` of its first byte.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -30,14 +42,15 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 
-use super::clients::{block_on, slow_clients, SlowOutcome};
+use super::clients::{block_on, slow_clients, SlowOutcome, Slowness};
 use super::load::Load;
 use super::protocol::{client_hello, Protocol};
-use super::target::{measured_run, median, Target, TargetArgs};
+use super::target::{measured_run, median, Target, TargetArgs, WS_PATH};
 use super::{ratio, Report};
 use crate::rig::cpu::pin_self;
 use crate::rig::fdlimit;
 use crate::rig::stats::percentile;
+use crate::rig::wsframe;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -61,6 +74,16 @@ pub struct Args {
     /// Fail when throughput with slow clients falls below this share.
     #[arg(long, default_value_t = 0.90)]
     min_ratio: f64,
+    /// WebSocket only: clients that flood messages and never read the
+    /// echoes, beside the slow ones.
+    #[arg(long, default_value_t = 100)]
+    non_readers: usize,
+    /// WebSocket only: fail when a non-reader is not cut within this many
+    /// seconds of its first byte (minimum response rate: 5 s grace, the
+    /// once-a-second sweep up to 3 s late, and the time to fill the
+    /// buffers).
+    #[arg(long, default_value_t = 10.0)]
+    max_non_reader_secs: f64,
 }
 
 pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
@@ -72,7 +95,10 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         ));
     }
     fdlimit::raise();
-    let extra = ["--header-timeout".to_string(), args.header_timeout.to_string()];
+    let mut extra = vec!["--header-timeout".to_string(), args.header_timeout.to_string()];
+    if target.protocol == Protocol::Ws {
+        extra.extend(["--ws-idle-timeout".to_string(), args.header_timeout.to_string()]);
+    }
     let mut server = Target::start(target, "slow", &extra)?;
     let pid = server.pid();
     let mut report = Report::new("slow");
@@ -89,10 +115,14 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let load = Load::new(protocol, server.load_url(&args.path), args.connections, args.duration);
     report.figure("normal load", load.tool());
     let (prefix, head) = slow_head(protocol, &args.path, server.certs.as_ref().map(|c| c.ca.as_path()))?;
+    let slowness = Slowness::Dribble { head, interval: Duration::from_secs(1) };
+    let non_readers = if protocol == Protocol::Ws { args.non_readers } else { 0 };
+    let flood = Slowness::Flood { message: wsframe::frame(0x82, &vec![7u8; 64 << 10]) };
     let slow_addr = server.addr_of(protocol);
     let (mut clean, mut slow) = (Vec::new(), Vec::new());
     let (mut clean_cpu, mut slow_cpu) = (Vec::new(), Vec::new());
     let mut outcomes = Vec::new();
+    let mut floods = SlowOutcome::default();
     let mut errors = 0;
     for round in 1..=args.rounds.max(1) {
         let (before, per_cpu) = measured_run(&load, &target.load_cpu, pid)?;
@@ -104,20 +134,26 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         // load), so they keep dribbling while this thread runs wrk.
         let (connected_tx, connected_rx) = mpsc::channel();
         let (addr, n, cpu) = (slow_addr, args.clients, target.load_cpu.clone());
-        let (prefix, head) = (prefix.clone(), head.clone());
+        let (prefix, slowness, flood) = (prefix.clone(), slowness.clone(), flood.clone());
         let timeout = Duration::from_secs(args.header_timeout);
         let dribbling = std::thread::spawn(move || {
             pin_self(&cpu);
             block_on(async move {
                 let (tx, mut rx) = tokio::sync::watch::channel(0usize);
+                let (flood_tx, mut flood_rx) = tokio::sync::watch::channel(0usize);
                 let forward = tokio::task::spawn_local(async move {
                     let _ = rx.changed().await;
-                    let _ = connected_tx.send(*rx.borrow());
+                    if non_readers > 0 {
+                        let _ = flood_rx.changed().await;
+                    }
+                    let _ = connected_tx.send(*rx.borrow() + *flood_rx.borrow());
                 });
                 let give_up = timeout * 2 + Duration::from_secs(10);
-                let outcome = slow_clients(addr, n, prefix, head, Duration::from_secs(1), give_up, tx).await;
+                let slow = slow_clients(addr, n, prefix.clone(), slowness, give_up, tx);
+                let flooding = slow_clients(addr, non_readers, prefix, flood, give_up, flood_tx);
+                let (slow, flooding) = tokio::join!(slow, flooding);
                 let _ = forward.await;
-                outcome
+                (slow, flooding)
             })
         });
         let connected = connected_rx.recv_timeout(Duration::from_secs(60)).unwrap_or(0);
@@ -125,26 +161,23 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         errors += during.error_count();
         slow.push(during.requests_per_sec);
         slow_cpu.push(per_cpu);
-        let outcome = dribbling.join().map_err(|_| "slow-client thread panicked".to_string())??;
+        let (outcome, flooded) =
+            dribbling.join().map_err(|_| "slow-client thread panicked".to_string())??;
         println!(
             "  round {round}: clean {:.0} req/s, with {connected} slow clients {:.0} req/s; {} cut",
             before.requests_per_sec,
             during.requests_per_sec,
-            outcome.cut_after.len()
+            outcome.cut_after.len() + flooded.cut_after.len()
         );
         outcomes.push(outcome);
+        floods.absorb(flooded);
     }
 
     let kept = ratio(median(&slow), median(&clean));
     let kept_cpu = ratio(median(&slow_cpu), median(&clean_cpu));
     let mut all = SlowOutcome::default();
     for o in outcomes {
-        all.connected += o.connected;
-        all.connect_failed += o.connect_failed;
-        all.cut_after.extend(o.cut_after);
-        all.got_408 += o.got_408;
-        all.got_other += o.got_other;
-        all.still_open += o.still_open;
+        all.absorb(o);
     }
     let expected = args.clients * args.rounds.max(1) as usize;
     let mut cuts = all.cut_after.clone();
@@ -175,19 +208,59 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         !cuts.is_empty() && earliest >= t - 0.5 && latest <= t + 3.0,
         format!("cut between {t} s and {} s after their first byte", t + 3.0),
     );
-    if protocol == Protocol::H1 {
-        report.check(
+    match protocol {
+        Protocol::H1 => report.check(
             all.got_408 == all.cut_after.len(),
             format!("every cut client got a 408 ({} of {})", all.got_408, all.cut_after.len()),
-        );
-    } else {
+        ),
+        Protocol::Ws => {
+            report.figure(
+                "slow clients upgraded / closed with 1001",
+                format!("{} / {}", all.upgraded, all.got_1001),
+            );
+            report.check(
+                all.got_1001 == all.cut_after.len() && all.upgraded == all.cut_after.len(),
+                format!(
+                    "every cut client was upgraded and got close 1001 ({} and {} of {})",
+                    all.upgraded,
+                    all.got_1001,
+                    all.cut_after.len()
+                ),
+            );
+            check_non_readers(&mut report, &floods, non_readers * args.rounds.max(1) as usize, args);
+        }
         // No HTTP was spoken on these connections: nothing to answer.
-        report.check(all.got_408 == 0, format!("cut without an HTTP answer ({} got 408)", all.got_408));
+        _ => report.check(all.got_408 == 0, format!("cut without an HTTP answer ({} got 408)", all.got_408)),
     }
     report.check(all.got_other == 0, format!("no slow client got another answer ({})", all.got_other));
     report.check(errors == 0, format!("no errors for normal clients ({errors})"));
     report.check(server.server.check_alive().is_ok(), "server still running");
     Ok(report.finish())
+}
+
+/// The WebSocket clients that never read: all connected, each reset within
+/// the limit, none left open.
+fn check_non_readers(report: &mut Report, floods: &SlowOutcome, expected: usize, args: &Args) {
+    let mut cuts = floods.cut_after.clone();
+    let (earliest, latest) = (percentile(&mut cuts, 0.0), percentile(&mut cuts, 100.0));
+    report
+        .figure("non-readers connected / cut", format!("{} / {}", floods.connected, floods.cut_after.len()));
+    report.figure("non-readers cut after (s), earliest / latest", format!("{earliest:.1} / {latest:.1}"));
+    report.check(
+        floods.connected == expected && floods.connect_failed == 0,
+        format!("all {expected} non-readers connected ({} failed)", floods.connect_failed),
+    );
+    report.check(
+        floods.still_open == 0 && floods.cut_after.len() == expected,
+        format!("every non-reader was cut ({} outlived the wait)", floods.still_open),
+    );
+    report.check(
+        !cuts.is_empty() && latest <= args.max_non_reader_secs,
+        format!(
+            "non-readers cut within {} s of their first byte (latest {latest:.1})",
+            args.max_non_reader_secs
+        ),
+    );
 }
 
 /// What a slow client of `protocol` sends at once, and what it then
@@ -203,7 +276,17 @@ fn slow_head(protocol: Protocol, path: &str, ca: Option<&Path>) -> Result<(Vec<u
             Ok((Vec::new(), client_hello(protocol, ca)?))
         }
         Protocol::H2c => Ok((h2_hello(), h2_headers(path))),
-        Protocol::Ws => Err("slow WebSocket clients are not a scenario yet".into()),
+        Protocol::Ws => {
+            // The upgrade at once; then a binary frame's header declaring
+            // 1 MiB (64-bit length form, mask key) and its first payload
+            // bytes, a byte a second: more than any timeout lasts.
+            let upgrade = wsframe::handshake("lab", WS_PATH, "");
+            let mut frame = vec![0x82];
+            wsframe::push_length(&mut frame, 0x80, 1 << 20);
+            frame.extend_from_slice(&[0x5a, 0x1c, 0xe3, 0x07]);
+            frame.extend_from_slice(&[b'x'; 120]);
+            Ok((upgrade, frame))
+        }
     }
 }
 

@@ -8,11 +8,15 @@
 //! the load's connections have closed it has no more file descriptors open
 //! than before the load began.
 //!
+//! `--protocol ws` soaks WebSocket instead: `--connections` sockets echoing
+//! 5-byte messages on `/ws` (`peregrine-lab ws-load`), with the same checks
+//! (an error is a socket that could not open or failed while echoing).
+//!
 //! `--all-protocols` soaks every protocol at once: beside the cleartext
-//! mixed load, wrk runs the same script over TLS and h2load loads `/json`
-//! over h2 and `/plaintext` over h2c, a quarter of `--connections` each
-//! (h2load: 4 streams per connection), with the same checks over all of
-//! them.
+//! mixed load, wrk runs the same script over TLS, h2load loads `/json`
+//! over h2 and `/plaintext` over h2c, and ws-load echoes on `/ws`, a fifth
+//! of `--connections` each (h2load: a quarter of that, 4 streams per
+//! connection), with the same checks over all of them.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -30,7 +34,7 @@ pub struct Args {
     /// Seconds of load (the soak is 1800).
     #[arg(long, default_value_t = 1800)]
     duration: u32,
-    /// wrk connections.
+    /// Connections (WebSocket: sockets), split evenly over the protocols.
     #[arg(long, default_value_t = 256)]
     connections: u32,
     /// The mixed-endpoint wrk script.
@@ -43,10 +47,14 @@ pub struct Args {
     /// Run without DATABASE_URL (embedded SQLite) instead of refusing.
     #[arg(long)]
     allow_sqlite: bool,
-    /// Load TLS, h2 and h2c beside cleartext HTTP/1.1, all at once.
+    /// Load TLS, h2, h2c and WebSocket beside cleartext HTTP/1.1, all at
+    /// once.
     #[arg(long)]
     all_protocols: bool,
 }
+
+/// What `--all-protocols` loads.
+const ALL: [Protocol; 5] = [Protocol::H1, Protocol::Tls, Protocol::H2, Protocol::H2c, Protocol::Ws];
 
 pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let url = std::env::var("DATABASE_URL").unwrap_or_default();
@@ -63,8 +71,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         );
     }
     let mut server = if args.all_protocols {
-        let all = [Protocol::H1, Protocol::Tls, Protocol::H2, Protocol::H2c];
-        Target::start_serving(target, "soak", &[], &all)?
+        Target::start_serving(target, "soak", &[], &ALL)?
     } else {
         Target::start(target, "soak", &[])?
     };
@@ -77,20 +84,27 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let fds_before = fd_count(pid).ok_or("cannot count the server's file descriptors")?;
     let rss_start = rss_kib(pid).unwrap_or(0);
 
-    let share = if args.all_protocols { (args.connections / 4).max(1) } else { args.connections };
-    let wrk = Wrk::new(server.url("/"), share, args.duration).script(&args.script, &["20"]);
-    let running = wrk.spawn(&target.load_cpu)?;
-    let mut others: Vec<(Protocol, RunningLoad)> = Vec::new();
-    if args.all_protocols {
-        let tls =
-            Wrk::new(server.url_of(Protocol::Tls, "/"), share, args.duration).script(&args.script, &["20"]);
-        others.push((Protocol::Tls, RunningLoad::Wrk(tls.spawn(&target.load_cpu)?)));
-        for (protocol, path) in [(Protocol::H2, "/json"), (Protocol::H2c, "/plaintext")] {
-            let mut load =
-                Load::new(protocol, server.url_of(protocol, path), (share / 4).max(1), args.duration);
-            load.streams = 4;
-            others.push((protocol, load.spawn(&target.load_cpu)?));
-        }
+    let protocols = if args.all_protocols { &ALL[..] } else { std::slice::from_ref(&server.protocol) };
+    let share = (args.connections / protocols.len() as u32).max(1);
+    let mut loads: Vec<(Protocol, RunningLoad)> = Vec::new();
+    for &protocol in protocols {
+        let running = match protocol {
+            Protocol::H1 | Protocol::Tls => {
+                let wrk = Wrk::new(server.url_of(protocol, "/"), share, args.duration)
+                    .script(&args.script, &["20"]);
+                RunningLoad::Wrk(wrk.spawn(&target.load_cpu)?)
+            }
+            Protocol::H2 | Protocol::H2c => {
+                let path = if protocol == Protocol::H2 { "/json" } else { "/plaintext" };
+                let mut load =
+                    Load::new(protocol, server.url_of(protocol, path), (share / 4).max(1), args.duration);
+                load.streams = 4;
+                load.spawn(&target.load_cpu)?
+            }
+            Protocol::Ws => Load::new(protocol, server.url_of(protocol, "/"), share, args.duration)
+                .spawn(&target.load_cpu)?,
+        };
+        loads.push((protocol, running));
     }
     let started = Instant::now();
     let mut samples: Vec<(u64, u64)> = Vec::new();
@@ -110,10 +124,9 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             println!("  {:>5} s: RSS {} KiB, {} fds", secs, rss, fd_count(pid).unwrap_or(0));
         }
     }
-    let load = running.finish()?;
-    let mut other_reports: Vec<(Protocol, LoadReport)> = Vec::new();
-    for (protocol, run) in others {
-        other_reports.push((protocol, run.finish()?));
+    let mut reports: Vec<(Protocol, LoadReport)> = Vec::new();
+    for (protocol, run) in loads {
+        reports.push((protocol, run.finish()?));
     }
     let rss_end = rss_kib(pid).unwrap_or(0);
     // The load's sockets close as wrk exits; give the server a moment.
@@ -124,17 +137,16 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let peak = samples.iter().map(|s| s.1).max().unwrap_or(0);
 
     report.figure("duration s", args.duration);
-    report.figure("requests", load.total_requests);
-    report.figure("requests/s", format!("{:.0}", load.requests_per_sec));
-    report.figure("p99 latency ms", load.latency_p99_ms.map_or("-".into(), |v| format!("{v:.1}")));
-    report.figure("non-2xx answers", load.non_2xx_3xx);
-    report.figure("socket errors", load.socket_errors.total());
-    let mut errors = load.error_count();
-    for (protocol, r) in &other_reports {
+    let mut errors = 0;
+    for (protocol, r) in &reports {
         let name = protocol.name();
         report.figure(
-            format!("{name}: requests, req/s"),
+            format!("{name}: requests (ws: echoes), req/s"),
             format!("{}, {:.0}", r.total_requests, r.requests_per_sec),
+        );
+        report.figure(
+            format!("{name}: p99 latency ms"),
+            r.latency_p99_ms.map_or("-".into(), |v| format!("{v:.1}")),
         );
         report.figure(
             format!("{name}: non-2xx / failed / timed out"),

@@ -23,8 +23,9 @@ use crate::rig::wrk::{RunningWrk, WrkCommand};
 #[derive(Args, Clone, Debug)]
 pub struct TargetArgs {
     /// The server binary. It must take peregrine-tfb's flags (--addr,
-    /// --workers, --data-dir, --max-connections, --header-timeout) and
-    /// serve its endpoints. DATABASE_URL and DATABASE_MAX_CONN are passed
+    /// --workers, --data-dir, --max-connections, --header-timeout; for
+    /// slow over ws --ws-idle-timeout) and serve its endpoints (WebSocket
+    /// echo on /ws). DATABASE_URL and DATABASE_MAX_CONN are passed
     /// through from the environment.
     #[arg(long, global = true, value_name = "PATH", default_value = "target/release/peregrine-tfb")]
     pub server: PathBuf,
@@ -42,8 +43,9 @@ pub struct TargetArgs {
     pub work_dir: PathBuf,
     /// Protocol of the load: h1 (cleartext HTTP/1.1, on --port), tls
     /// (HTTP/1.1 over TLS, --port + 1), h2c (HTTP/2 with prior knowledge,
-    /// --port + 2) or h2 (HTTP/2 over TLS, --port + 3). overload, noisy
-    /// and shutdown take it; the others speak h1.
+    /// --port + 2), h2 (HTTP/2 over TLS, --port + 3) or ws (WebSocket
+    /// echoes on --port's /ws). overload, noisy, slow and shutdown take
+    /// all five; faults h1, tls, h2 or h2c; soak h1 or ws.
     #[arg(long, global = true, value_enum, default_value_t = Protocol::H1)]
     pub protocol: Protocol,
     /// Test certificates (ca.crt, server.crt, server.key) for the TLS
@@ -134,8 +136,10 @@ impl Target {
         self.url_of(self.protocol, path)
     }
 
-    /// A URL for `path` on the listener of `protocol`.
+    /// A URL for `path` on the listener of `protocol`; WebSocket loads
+    /// always echo on [`WS_PATH`].
     pub fn url_of(&self, protocol: Protocol, path: &str) -> String {
+        let path = if protocol == Protocol::Ws { WS_PATH } else { path };
         format!("{}://{}{path}", protocol.scheme(), self.addr_of(protocol))
     }
 
@@ -147,11 +151,11 @@ impl Target {
     pub fn pid(&self) -> u32 {
         self.server.pid()
     }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
 }
+
+/// The server's WebSocket echo endpoint (peregrine-tfb's, HttpArena's
+/// echo-ws).
+pub const WS_PATH: &str = "/ws";
 
 /// Waits up to 10 s for a listener the server opens beside its first.
 fn wait_accepting(server: &mut RunningServer, addr: SocketAddr) -> Result<(), String> {
