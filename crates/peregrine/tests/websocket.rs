@@ -557,3 +557,57 @@ fn a_client_that_never_reads_is_cut_and_reset() {
     assert!(started.elapsed() < Duration::from_secs(14), "cut only after {:?}", started.elapsed());
     handle.shutdown();
 }
+
+/// A message whose bytes trickle in below the minimum request-body rate is
+/// cut with close `1008`, however steadily the bytes come (each is input,
+/// so no keepalive or read deadline would ever fire); one sent at a fair
+/// pace over several seconds arrives whole.
+#[test]
+fn a_message_trickled_below_the_minimum_rate_is_cut_with_1008() {
+    let rate = peregrine::MinDataRate { bytes_per_second: 200, grace: Duration::from_secs(1) };
+    let config = Config { workers: 1, min_request_body_rate: Some(rate), ..Config::default() };
+    let sent = Arc::new(AtomicUsize::new(0));
+    let handle = Server::with_config(config)
+        .spawn("127.0.0.1:0", move |_| {
+            let sent = Arc::clone(&sent);
+            async move { router(sent) }
+        })
+        .expect("server starts");
+
+    // 400 bytes of text, a byte every 200 ms (5 bytes a second).
+    let mut c = Client::open(&handle, "/echo");
+    c.s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    for &b in &frame(0x81, &[b'a'; 400]) {
+        if c.s.write_all(&[b]).is_err() {
+            break;
+        }
+        let mut chunk = [0u8; 256];
+        match c.s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                got.extend_from_slice(&chunk[..n]);
+                if got.len() >= 4 {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{e} after {:?}", started.elapsed()),
+        }
+    }
+    let took = started.elapsed();
+    assert!(got.len() >= 4, "a message trickled at 5 bytes a second was held {took:?}");
+    assert_eq!((got[0], u16::from_be_bytes([got[2], got[3]])), (0x88, 1008), "{got:?}");
+    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(6), "cut after {took:?}");
+
+    // 4,000 bytes in 400-byte pieces every 300 ms: 1,333 bytes a second.
+    let mut c = Client::open(&handle, "/echo");
+    let message = vec![b'b'; 4000];
+    for piece in frame(0x82, &message).chunks(400) {
+        c.send_raw(piece);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(c.recv(), (0x82, message));
+    handle.shutdown();
+}

@@ -84,6 +84,11 @@ impl Reader {
         }
     }
 
+    /// Whether a frame or a fragmented message is part-way in.
+    pub(crate) fn mid_message(&self) -> bool {
+        self.frame.is_some() || self.message.is_some()
+    }
+
     /// Decodes from the start of `buf`, unmasking in place. Returns how
     /// many bytes it consumed and the event they completed, if any;
     /// `(0, None)` means more input is needed.

@@ -79,6 +79,10 @@ pub struct WebSocket {
     protocol: Option<String>,
     worker: Rc<Worker>,
     timer: Rc<ConnTimer>,
+    /// A message is part-way in, and its waits so far against the minimum
+    /// rate: seconds waited and bytes received (see `wait_for_input`).
+    receiving: bool,
+    inbound: (u64, u64),
     peer: Option<std::net::SocketAddr>,
     /// Where the worker keeps our waker for shutdown.
     shutdown_slot: Option<usize>,
@@ -139,6 +143,8 @@ impl WebSocket {
             protocol,
             worker,
             timer,
+            receiving: false,
+            inbound: (0, 0),
             peer,
             shutdown_slot: None,
             waker: None,
@@ -196,6 +202,13 @@ impl WebSocket {
             }
             match self.wait_for_input().await {
                 Input::Bytes => {}
+                Input::Ended if self.timer.read_timed_out() => {
+                    // The worker's sweep cut a message arriving below the
+                    // minimum rate (it ends only the read side, so the
+                    // close can still be said).
+                    self.close_with(CloseCode::POLICY, "message arriving too slowly").await;
+                    return None;
+                }
                 Input::Ended => {
                     self.state = State::Closed;
                     return None;
@@ -277,14 +290,34 @@ impl WebSocket {
             self.rend -= self.rstart;
             self.rstart = 0;
         }
-        self.timer.arm(Wait::Busy, u64::MAX);
-        let WebSocket { io, rbuf, rend, keepalive, worker, shutdown_slot, waker, .. } = self;
+        if self.rstart < self.rend || self.reader.mid_message() {
+            // A message is part-way in: the time spent waiting for its
+            // bytes is held to the minimum request-body rate, as a request
+            // body's is. Every trickled byte is input, so neither the
+            // keepalive ping nor a read deadline would ever cut a client
+            // sending a frame a byte a second. Only waits count: the
+            // counters are set aside while the handler runs or the socket
+            // writes (a pong, say), so neither the handler's time nor a
+            // ping between fragments restarts or spends the client's.
+            if !self.receiving {
+                self.receiving = true;
+                self.inbound = (0, 0);
+            }
+            self.timer.transfer_ticks.set(self.inbound.0);
+            self.timer.transferred.set(self.inbound.1);
+            self.timer.arm(Wait::Body, self.worker.deadline_after(self.worker.config.io_timeout));
+        } else {
+            self.receiving = false;
+            self.timer.arm(Wait::Busy, u64::MAX);
+        }
+        let WebSocket { io, rbuf, rend, keepalive, worker, shutdown_slot, waker, timer, .. } = self;
         let input = std::future::poll_fn(|cx| {
             let mut buf = ReadBuf::new(&mut rbuf[*rend..]);
             match Pin::new(&mut *io).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(Input::Ended),
                 Poll::Ready(Ok(())) => {
                     *rend += buf.filled().len();
+                    timer.moved(buf.filled().len());
                     return Poll::Ready(Input::Bytes);
                 }
                 Poll::Ready(Err(_)) => return Poll::Ready(Input::Ended),
@@ -314,6 +347,10 @@ impl WebSocket {
             Poll::Pending
         })
         .await;
+        if self.receiving {
+            self.inbound = (self.timer.transfer_ticks.get(), self.timer.transferred.get());
+            self.timer.arm(Wait::Busy, u64::MAX);
+        }
         if let (Input::Bytes, Some(k)) = (&input, &mut self.keepalive) {
             k.last_input = Instant::now();
         }
