@@ -65,6 +65,8 @@
 //! their requests are answered, or when the shutdown timeout ends.
 
 mod fields;
+mod pace;
+mod quic;
 mod stream;
 
 use std::cell::Cell;
@@ -255,15 +257,13 @@ async fn serve_connection<S: 'static>(
             let conn = incoming.await.map_err(|e| e.to_string())?;
             let mut builder = h3::server::builder();
             builder.max_field_section_size(u64::from(config.http3.max_header_list_bytes));
-            let h3 = builder
-                .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((conn, h3))
+            let (glue, accepted) = quic::Conn::new(conn.clone());
+            let h3 = builder.build::<_, Bytes>(glue).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((conn, h3, accepted))
         })
         .await
     };
-    let (conn, mut h3) = match started {
+    let (conn, mut h3, accepted) = match started {
         Ok(Ok(started)) => started,
         Ok(Err(why)) => {
             tracing::debug!(%peer, error = why, "QUIC handshake failed");
@@ -298,7 +298,12 @@ async fn serve_connection<S: 'static>(
         };
         match next {
             Ok(Some(resolver)) => {
-                tokio::task::spawn_local(stream::serve(resolver, Rc::clone(&shared)));
+                // The glue has just accepted this stream.
+                let Some(probe) = accepted.borrow_mut().take() else {
+                    tracing::error!("HTTP/3 request stream without its probe");
+                    continue;
+                };
+                tokio::task::spawn_local(stream::serve(resolver, probe, Rc::clone(&shared)));
             }
             // Every request answered after a GOAWAY (ours or the client's).
             Ok(None) => break,
