@@ -1,15 +1,18 @@
 //! HTTP/3 (RFC 9114) over QUIC (RFC 9000): the connection driver on
 //! `quinn` (QUIC: packets, loss recovery, congestion control, stream flow
-//! control, TLS 1.3 through rustls), `h3` (HTTP/3 framing, the control
-//! streams, QPACK) and `h3-quinn` (the glue between the two).
+//! control, TLS 1.3 through rustls) and `h3` (HTTP/3 framing, the control
+//! streams, QPACK), with our own glue between the two ([`quic`]).
 //!
 //! # Crates and versions
 //! `quinn` 0.11 (0.11.12 when this was written) with only the
 //! `runtime-tokio` and `rustls-aws-lc-rs` features: QUIC's TLS runs on the
 //! workspace's rustls 0.23 with the same aws-lc-rs provider the TCP
 //! listeners use (chosen by measurement, see [`crate::tls`]), so no second
-//! crypto library is built. `h3` 0.0.8 with `h3-quinn` 0.0.10, the pair
-//! released together for quinn 0.11; both build on rustc 1.70 and later.
+//! crypto library is built. `h3` 0.0.8, released for quinn 0.11. The glue
+//! `h3-quinn` 0.0.10 would give is in [`quic`] instead: `h3-quinn` keeps
+//! quinn's streams private, so a client's cancel could not reach the
+//! handler and a stream's bytes could not be counted for the minimum
+//! rates (the tests still use it, as the client's glue).
 //! `quiche` was the alternative the issue names; it brings BoringSSL and
 //! its own TLS stack, so it could not share the certificate store and the
 //! reload of the TCP listeners. No measurement chose between them.
@@ -53,9 +56,15 @@
 //! `max_connections_per_worker` QUIC connections; more are refused
 //! (`CONNECTION_REFUSED`).
 //!
-//! Not done: a client that stops or resets a request stream does not
-//! cancel its handler (h3 does not expose the reset to the server's
-//! send side); the minimum data rates apply to TCP only.
+//! Each request stream is held to
+//! [`min_request_body_rate`](crate::Config::min_request_body_rate) and
+//! [`min_response_rate`](crate::Config::min_response_rate) by itself
+//! ([`pace`]): a slow stream is cut, its connection goes on. A client that
+//! stops (`STOP_SENDING`) or resets (`RESET_STREAM`) a request stream has
+//! its handler dropped, as HTTP/2's `RST_STREAM` does ([`stream`]). There
+//! is no I/O timeout: a stream that makes no progress at all falls below
+//! the rates (or the connection goes quiet, and QUIC's idle timeout ends
+//! it).
 //!
 //! # Shutdown
 //! When the worker's shutdown begins, each connection sends `GOAWAY`
