@@ -29,11 +29,14 @@ type Opening<T> = Pin<Box<dyn Future<Output = Result<T, quinn::ConnectionError>>
 /// the [`RequestRecv`] `h3` reads through), the bytes the stream moved each
 /// way, and the client's `STOP_SENDING`.
 ///
-/// quinn tells a reset only to a read (`received_reset` would leave a
-/// waker behind that quinn asserts is gone once the stream is read), so
-/// while nobody reads, the watch reads one chunk ahead and keeps it for
-/// the next read: a handler that does not read its body is still told of
-/// a reset, at the cost of holding at most one window more of its body.
+/// quinn tells a reset only to a read (`received_reset` leaves a waker
+/// behind, which quinn asserts is gone once the stream is read to its
+/// end), so while nobody reads, the watch reads ahead, at most
+/// [`AHEAD`] bytes, and keeps them for the next read. A handler that has
+/// read all that came (or has no body) is told of a reset at once; one
+/// that leaves more unread learns of it when it reads. The bound keeps
+/// what the watch holds small beside the connection's window: quinn
+/// gives the client credit back for what it read.
 pub(super) struct Probe {
     recv: RefCell<quinn::RecvStream>,
     /// What the watch read ahead, for the next read.
@@ -53,6 +56,10 @@ pub(super) struct Probe {
 
 type Stopped = Pin<Box<dyn Future<Output = Result<Option<VarInt>, quinn::StoppedError>>>>;
 
+/// The most request bytes the reset watch reads ahead of the handler
+/// (4 KiB; with 128 streams, half a MiB a connection at worst).
+const AHEAD: usize = 4096;
+
 impl Probe {
     fn new(recv: quinn::RecvStream, stopped: Option<Stopped>) -> Rc<Probe> {
         Rc::new(Probe {
@@ -66,11 +73,11 @@ impl Probe {
         })
     }
 
-    /// Reads the next chunk from quinn.
-    fn read(&self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, quinn::ReadError>> {
+    /// Reads the next chunk from quinn, at most `max` bytes.
+    fn read(&self, cx: &mut Context<'_>, max: usize) -> Poll<Result<Option<Bytes>, quinn::ReadError>> {
         let read = {
             let mut recv = self.recv.borrow_mut();
-            let read = pin!(recv.read_chunk(usize::MAX, true)).poll(cx);
+            let read = pin!(recv.read_chunk(max, true)).poll(cx);
             read
         };
         match &read {
@@ -97,7 +104,7 @@ impl Probe {
             }
             drop(stopped);
             if !self.reading.get() && !self.ended.get() && self.ahead.borrow().is_none() {
-                match self.read(cx) {
+                match self.read(cx, AHEAD) {
                     Poll::Ready(Err(quinn::ReadError::Reset(_) | quinn::ReadError::ConnectionLost(_))) => {
                         return Poll::Ready(())
                     }
@@ -338,7 +345,7 @@ impl quic::RecvStream for RequestRecv {
         let read = match ahead {
             Some(read) => read,
             None => {
-                let read = probe.read(cx);
+                let read = probe.read(cx, usize::MAX);
                 probe.reading.set(read.is_pending());
                 ready!(read)
             }

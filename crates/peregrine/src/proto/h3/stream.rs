@@ -12,7 +12,9 @@
 //!
 //! A client that cancels the request (`STOP_SENDING` on the response,
 //! `RESET_STREAM` on the request, or the connection's end) drops the
-//! task, handler and all, as an HTTP/2 `RST_STREAM` does. Waits on the
+//! task, handler and all, as an HTTP/2 `RST_STREAM` does (a reset that
+//! comes while the handler leaves body bytes unread: at its next read, see
+//! [`Probe`]). Waits on the
 //! client are paced ([`super::pace`]): a request body below
 //! [`min_request_body_rate`](crate::Config::min_request_body_rate) is
 //! answered `408` (on a streaming route the handler's read fails first),
