@@ -41,7 +41,8 @@ pub struct Config {
     /// period is over (`None`: no minimum, only [`Config::io_timeout`]).
     /// Without it a client trickling one byte every few seconds holds its
     /// connection for as long as it likes. A slower body is cut: `408` on
-    /// a buffered route, an error from the body on a streaming one.
+    /// a buffered route, an error from the body on a streaming one (then
+    /// `408` too on HTTP/3, where only the stream is cut).
     /// Default: 240 bytes a second after 5 seconds (ASP.NET Core's
     /// figures).
     pub min_request_body_rate: Option<MinDataRate>,
@@ -54,7 +55,11 @@ pub struct Config {
     ///
     /// On HTTP/2 a connection whose open streams all wait on the client
     /// (request body bytes, window updates) is held to the laxer of the
-    /// two rates, counting DATA received and window granted.
+    /// two rates, counting DATA received and window granted. On HTTP/3
+    /// each request stream is held to the two rates itself, counting the
+    /// response bytes the client's flow-control credit let through once its
+    /// first window was full; a slow stream is reset
+    /// (`H3_REQUEST_CANCELLED`), its connection goes on.
     pub min_response_rate: Option<MinDataRate>,
     /// The most response bytes a cleartext TCP connection may have queued
     /// in the kernel but not yet sent (`TCP_NOTSENT_LOWAT`, set on the

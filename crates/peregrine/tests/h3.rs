@@ -415,3 +415,222 @@ fn clients_that_must_validate_their_address_with_retry_are_served() {
         }
     });
 }
+
+/// Counts the handlers (or response streams) dropped before they finished.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Handlers that wait (on a timer, without reading their body, or
+/// producing an endless body), each holding a [`Dropped`] on `dropped`.
+fn waiting_router(dropped: Arc<AtomicUsize>) -> peregrine::Router {
+    use futures_util::StreamExt;
+    let (d1, d2, d3) = (Arc::clone(&dropped), Arc::clone(&dropped), dropped);
+    router()
+        .get_async("/wait", move || {
+            let guard = Dropped(Arc::clone(&d1));
+            async move {
+                let _guard = guard;
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                "waited"
+            }
+        })
+        .post_stream("/hold", move |body: peregrine::Body| {
+            let guard = Dropped(Arc::clone(&d2));
+            async move {
+                let (_guard, _body) = (guard, body);
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<_, peregrine::Error>("held")
+            }
+        })
+        .get("/forever", move || {
+            let guard = Dropped(Arc::clone(&d3));
+            let chunks = futures_util::stream::repeat(()).map(move |()| {
+                let _ = &guard;
+                Ok::<_, std::io::Error>(vec![b'f'; 16 * 1024])
+            });
+            peregrine::Response::stream("application/octet-stream", chunks)
+        })
+}
+
+async fn until_dropped(dropped: &AtomicUsize, want: usize, what: &str) {
+    let waited = tokio::time::timeout(Duration::from_secs(3), async {
+        while dropped.load(Ordering::SeqCst) < want {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{what}: handler still running ({} dropped)", dropped.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_client_that_cancels_a_request_drops_its_handler() {
+    let dir = certs();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let tls =
+        Tls::from_pem_files(dir.join("server.crt"), dir.join("server.key")).expect("load the certificate");
+    let server = Server::with_config(Config { workers: 1, ..Config::default() })
+        .listen(Listener::new(([127, 0, 0, 1], 0)).tls(tls).http3(true))
+        .start({
+            let dropped = Arc::clone(&dropped);
+            move |_| {
+                let dropped = Arc::clone(&dropped);
+                async move { waiting_router(dropped) }
+            }
+        })
+        .expect("server starts");
+    let addr = server.local_addr();
+    local().block_on(&runtime(), async move {
+        let endpoint = client(&dir);
+        let (mut send, _conn) = h3_client(&endpoint, addr).await;
+        let get = |path: &str| {
+            http::Request::builder().uri(format!("https://localhost{path}")).body(()).expect("request")
+        };
+
+        // STOP_SENDING on the response while the handler sleeps.
+        let mut stream = send.send_request(get("/wait")).await.expect("send request");
+        stream.finish().await.expect("finish request");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(dropped.load(Ordering::SeqCst), 0, "the handler runs until cancelled");
+        stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+        until_dropped(&dropped, 1, "STOP_SENDING").await;
+
+        // RESET_STREAM on the request, whose body the handler is not
+        // reading.
+        let post =
+            http::Request::builder().method("POST").uri("https://localhost/hold").body(()).expect("request");
+        let mut stream = send.send_request(post).await.expect("send request");
+        stream.send_data(Bytes::from_static(b"some of the body")).await.expect("send body");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "the handler holds its body");
+        stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+        until_dropped(&dropped, 2, "RESET_STREAM").await;
+
+        // An endless response, read for a while, then dropped: quinn stops
+        // the stream (`STOP_SENDING`). (h3-quinn's own `stop_sending`
+        // panics once a read has waited.)
+        let mut stream = send.send_request(get("/forever")).await.expect("send request");
+        stream.finish().await.expect("finish request");
+        assert_eq!(stream.recv_response().await.expect("response head").status(), 200);
+        let mut got = 0;
+        while got < 1024 * 1024 {
+            got += stream.recv_data().await.expect("body").expect("more body").remaining();
+        }
+        assert_eq!(dropped.load(Ordering::SeqCst), 2, "the body is still being made");
+        drop(stream);
+        until_dropped(&dropped, 3, "STOP_SENDING mid-body").await;
+
+        // The connection goes on.
+        assert_eq!(request(&mut send, "GET", "/id/7", b"").await.body, b"id 7");
+    });
+}
+
+/// A server holding every transfer to 1,000 bytes a second after 1 s.
+fn start_paced(dir: &Path) -> ServerHandle {
+    let rate = Some(peregrine::MinDataRate { bytes_per_second: 1000, grace: Duration::from_secs(1) });
+    start_with(
+        dir,
+        Config { workers: 1, min_request_body_rate: rate, min_response_rate: rate, ..Config::default() },
+    )
+}
+
+#[test]
+fn a_request_body_trickled_below_the_minimum_rate_is_answered_408() {
+    let dir = certs();
+    let server = start_paced(&dir);
+    let addr = server.local_addr();
+    local().block_on(&runtime(), async move {
+        let endpoint = client(&dir);
+        let (mut good, _good_conn) = h3_client(&endpoint, addr).await;
+        // A buffered route, then a streaming one.
+        for path in ["/echo", "/upload"] {
+            let (mut send, _conn) = h3_client(&endpoint, addr).await;
+            let req = http::Request::builder()
+                .method("POST")
+                .uri(format!("https://localhost{path}"))
+                .body(())
+                .expect("request");
+            let stream = send.send_request(req).await.expect("send request");
+            let (mut body, mut answer) = stream.split();
+            // 20 bytes a second, forever.
+            let trickle = tokio::task::spawn_local(async move {
+                while body.send_data(Bytes::from_static(b"0123456789")).await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
+            let started = std::time::Instant::now();
+            let response = tokio::time::timeout(Duration::from_secs(8), async {
+                // Others are served meanwhile.
+                assert_eq!(request(&mut good, "GET", "/id/1", b"").await.body, b"id 1");
+                answer.recv_response().await
+            })
+            .await
+            .expect("the slow body is cut")
+            .expect("a response");
+            assert_eq!(response.status(), 408, "{path}");
+            assert!(started.elapsed() >= Duration::from_secs(1), "cut within the grace period");
+            trickle.abort();
+        }
+        assert_eq!(request(&mut good, "GET", "/id/2", b"").await.body, b"id 2");
+    });
+}
+
+#[test]
+fn a_client_that_stops_reading_a_response_is_reset() {
+    let dir = certs();
+    let server = start_paced(&dir);
+    let addr = server.local_addr();
+    local().block_on(&runtime(), async move {
+        // A client with 16 KiB stream windows that never reads: the server
+        // fills the window, then waits on the client.
+        let endpoint = client(&dir);
+        let mut transport = quinn::TransportConfig::default();
+        transport.stream_receive_window(quinn::VarInt::from_u32(16 * 1024));
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt")).expect("CA");
+        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls)).expect("QUIC TLS");
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(Arc::new(transport));
+        let conn =
+            endpoint.connect_with(config, addr, "localhost").expect("connect").await.expect("QUIC handshake");
+        let (mut good, _good_conn) = h3_client(&endpoint, addr).await;
+
+        // GET /large on a raw request stream: `:method GET`, `:scheme
+        // https`, `:authority localhost`, `:path /large` (static name 1,
+        // literal value).
+        let mut block = vec![0x00, 0x00, 0xd1, 0xd7, 0x50, 0x09];
+        block.extend_from_slice(b"localhost");
+        block.extend_from_slice(&[0x51, 0x06]);
+        block.extend_from_slice(b"/large");
+        let mut frame = vec![0x01, block.len() as u8];
+        frame.extend_from_slice(&block);
+        let (mut send, mut recv) = conn.open_bi().await.expect("open a request stream");
+        send.write_all(&frame).await.expect("write HEADERS");
+        send.finish().expect("end the request");
+        let started = std::time::Instant::now();
+        let reset = tokio::time::timeout(Duration::from_secs(8), async {
+            // Others are served meanwhile.
+            assert_eq!(request(&mut good, "GET", "/id/1", b"").await.body, b"id 1");
+            recv.received_reset().await
+        })
+        .await
+        .expect("the slow reader is cut");
+        const H3_REQUEST_CANCELLED: u64 = 0x10c;
+        assert_eq!(reset.expect("a reset").map(|code| code.into_inner()), Some(H3_REQUEST_CANCELLED));
+        assert!(started.elapsed() >= Duration::from_secs(1), "cut within the grace period");
+        assert!(conn.close_reason().is_none(), "only the stream is cut");
+        assert_eq!(request(&mut good, "GET", "/id/2", b"").await.body, b"id 2");
+    });
+}

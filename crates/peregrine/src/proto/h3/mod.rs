@@ -1,15 +1,18 @@
 //! HTTP/3 (RFC 9114) over QUIC (RFC 9000): the connection driver on
 //! `quinn` (QUIC: packets, loss recovery, congestion control, stream flow
-//! control, TLS 1.3 through rustls), `h3` (HTTP/3 framing, the control
-//! streams, QPACK) and `h3-quinn` (the glue between the two).
+//! control, TLS 1.3 through rustls) and `h3` (HTTP/3 framing, the control
+//! streams, QPACK), with our own glue between the two ([`quic`]).
 //!
 //! # Crates and versions
 //! `quinn` 0.11 (0.11.12 when this was written) with only the
 //! `runtime-tokio` and `rustls-aws-lc-rs` features: QUIC's TLS runs on the
 //! workspace's rustls 0.23 with the same aws-lc-rs provider the TCP
 //! listeners use (chosen by measurement, see [`crate::tls`]), so no second
-//! crypto library is built. `h3` 0.0.8 with `h3-quinn` 0.0.10, the pair
-//! released together for quinn 0.11; both build on rustc 1.70 and later.
+//! crypto library is built. `h3` 0.0.8, released for quinn 0.11. The glue
+//! `h3-quinn` 0.0.10 would give is in [`quic`] instead: `h3-quinn` keeps
+//! quinn's streams private, so a client's cancel could not reach the
+//! handler and a stream's bytes could not be counted for the minimum
+//! rates (the tests still use it, as the client's glue).
 //! `quiche` was the alternative the issue names; it brings BoringSSL and
 //! its own TLS stack, so it could not share the certificate store and the
 //! reload of the TCP listeners. No measurement chose between them.
@@ -53,9 +56,15 @@
 //! `max_connections_per_worker` QUIC connections; more are refused
 //! (`CONNECTION_REFUSED`).
 //!
-//! Not done: a client that stops or resets a request stream does not
-//! cancel its handler (h3 does not expose the reset to the server's
-//! send side); the minimum data rates apply to TCP only.
+//! Each request stream is held to
+//! [`min_request_body_rate`](crate::Config::min_request_body_rate) and
+//! [`min_response_rate`](crate::Config::min_response_rate) by itself
+//! ([`pace`]): a slow stream is cut, its connection goes on. A client that
+//! stops (`STOP_SENDING`) or resets (`RESET_STREAM`) a request stream has
+//! its handler dropped, as HTTP/2's `RST_STREAM` does ([`stream`]). There
+//! is no I/O timeout: a stream that makes no progress at all falls below
+//! the rates (or the connection goes quiet, and QUIC's idle timeout ends
+//! it).
 //!
 //! # Shutdown
 //! When the worker's shutdown begins, each connection sends `GOAWAY`
@@ -65,6 +74,8 @@
 //! their requests are answered, or when the shutdown timeout ends.
 
 mod fields;
+mod pace;
+mod quic;
 mod stream;
 
 use std::cell::Cell;
@@ -255,15 +266,13 @@ async fn serve_connection<S: 'static>(
             let conn = incoming.await.map_err(|e| e.to_string())?;
             let mut builder = h3::server::builder();
             builder.max_field_section_size(u64::from(config.http3.max_header_list_bytes));
-            let h3 = builder
-                .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((conn, h3))
+            let (glue, accepted) = quic::Conn::new(conn.clone());
+            let h3 = builder.build::<_, Bytes>(glue).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((conn, h3, accepted))
         })
         .await
     };
-    let (conn, mut h3) = match started {
+    let (conn, mut h3, accepted) = match started {
         Ok(Ok(started)) => started,
         Ok(Err(why)) => {
             tracing::debug!(%peer, error = why, "QUIC handshake failed");
@@ -298,7 +307,12 @@ async fn serve_connection<S: 'static>(
         };
         match next {
             Ok(Some(resolver)) => {
-                tokio::task::spawn_local(stream::serve(resolver, Rc::clone(&shared)));
+                // The glue has just accepted this stream.
+                let Some(probe) = accepted.borrow_mut().take() else {
+                    tracing::error!("HTTP/3 request stream without its probe");
+                    continue;
+                };
+                tokio::task::spawn_local(stream::serve(resolver, probe, Rc::clone(&shared)));
             }
             // Every request answered after a GOAWAY (ours or the client's).
             Ok(None) => break,

@@ -9,8 +9,20 @@
 //! handler asks for it, so a handler that stops reading stops the client.
 //! Response DATA waits for the client's windows in `send_data`; a streamed
 //! body's next chunk is asked for only once the one before is sent.
+//!
+//! A client that cancels the request (`STOP_SENDING` on the response,
+//! `RESET_STREAM` on the request, or the connection's end) drops the
+//! task, handler and all, as an HTTP/2 `RST_STREAM` does (a reset that
+//! comes while the handler leaves body bytes unread: at its next read, see
+//! [`Probe`]). Waits on the
+//! client are paced ([`super::pace`]): a request body below
+//! [`min_request_body_rate`](crate::Config::min_request_body_rate) is
+//! answered `408` (on a streaming route the handler's read fails first),
+//! a response taken below
+//! [`min_response_rate`](crate::Config::min_response_rate) is reset with
+//! `H3_REQUEST_CANCELLED`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::Rc;
 
@@ -22,6 +34,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 
 use super::fields::{request_fields, response_head};
+use super::pace::{Pace, TooSlow};
+use super::quic::{self, Probe};
 use super::Shared;
 use crate::body::{Body, BodySource, Pieces, ReadFuture, Refused};
 use crate::http::date::DateBlock;
@@ -32,17 +46,21 @@ use crate::request::OwnedRequest;
 use crate::response::canned::{self, Canned};
 use crate::response::{BodyStream, Response, Trailers};
 
-type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
-type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
+type SendHalf = RequestStream<quic::Send<Bytes>, Bytes>;
+type RecvHalf = RequestStream<quic::RequestRecv, Bytes>;
 
-/// Serves the request stream `resolver` holds.
+/// Serves the request stream `resolver` holds, whose [`Probe`] is `probe`:
+/// reads its head, then answers it unless the client cancels first.
 pub(super) async fn serve<S: 'static>(
-    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    resolver: RequestResolver<quic::Conn, Bytes>,
+    probe: Rc<Probe>,
     shared: Rc<Shared<S>>,
 ) {
     let config = &shared.worker.config;
-    // `h3` answers a head over the size limit with `431` itself, and turns
-    // frame and QPACK errors into stream or connection errors.
+    // The head first, whatever the client does meanwhile, so a malformed
+    // one always gets its error. `h3` answers a head over the size limit
+    // with `431` itself, and turns frame and QPACK errors into stream or
+    // connection errors.
     let (request, stream) =
         match tokio::time::timeout(config.header_timeout, resolver.resolve_request()).await {
             Ok(Ok(resolved)) => resolved,
@@ -55,11 +73,27 @@ pub(super) async fn serve<S: 'static>(
                 return;
             }
         };
+    tokio::select! {
+        biased;
+        () = answer(request, stream, &probe, &shared) => {}
+        () = probe.cancelled() => tracing::debug!("HTTP/3 request cancelled by the client"),
+    }
+}
+
+/// Reads the request's body, runs its endpoint, sends the response.
+async fn answer<S: 'static>(
+    request: http::Request<()>,
+    stream: RequestStream<quic::Bidi<Bytes>, Bytes>,
+    probe: &Rc<Probe>,
+    shared: &Rc<Shared<S>>,
+) {
+    let config = &shared.worker.config;
     let (parts, ()) = request.into_parts();
     let head_only = parts.method == http::Method::HEAD;
     let (mut send, mut recv) = stream.split();
     let mut req = owned_request(&parts, shared.peer);
     let router = &shared.router;
+    let body_pace = Pace::request(config.min_request_body_rate, probe);
 
     // The same rule as HTTP/1.1's: a path not in its canonical spelling is
     // refused before routing, never normalised.
@@ -69,7 +103,7 @@ pub(super) async fn serve<S: 'static>(
     } else {
         let (_, body_use) = pipeline::route(router, req.method(), req.path());
         match body_use {
-            BodyUse::Streamed => match serve_streamed(req, recv, &shared).await {
+            BodyUse::Streamed => match serve_streamed(req, recv, body_pace, shared).await {
                 Some(response) => response,
                 None => return,
             },
@@ -77,15 +111,20 @@ pub(super) async fn serve<S: 'static>(
                 recv.stop_sending(Code::H3_NO_ERROR);
                 Response::canned(canned::BODY_TOO_LARGE)
             }
-            BodyUse::Buffered => match read_to_end(&mut recv, config.max_body_bytes).await {
-                Ok(body) => {
+            BodyUse::Buffered => match read_to_end(&mut recv, config.max_body_bytes, &body_pace).await {
+                Ok(Ok(body)) => {
                     *req.body_mut() = body;
                     pipeline::dispatch_owned(Rc::clone(router), req).await
                 }
-                Err(Refused::Cut) => return,
-                Err(refused) => {
+                Ok(Err(Refused::Cut)) => return,
+                Ok(Err(refused)) => {
                     recv.stop_sending(Code::H3_NO_ERROR);
                     Response::canned(refused.canned())
+                }
+                Err(TooSlow) => {
+                    tracing::debug!("HTTP/3 request body below the minimum rate");
+                    recv.stop_sending(Code::H3_REQUEST_CANCELLED);
+                    Response::canned(canned::REQUEST_TIMEOUT)
                 }
             },
             BodyUse::Unrouted => {
@@ -96,7 +135,11 @@ pub(super) async fn serve<S: 'static>(
             }
         }
     };
-    send_response(&mut send, response, head_only, &shared.worker.date()).await;
+    let pace = Pace::response(config.min_response_rate, probe);
+    if let Err(TooSlow) = send_response(&mut send, response, head_only, &shared.worker.date(), &pace).await {
+        tracing::debug!("HTTP/3 response taken below the minimum rate");
+        send.stop_stream(Code::H3_REQUEST_CANCELLED);
+    }
 }
 
 /// The request as handlers see it: fields as HTTP/2 gives them
@@ -119,21 +162,30 @@ fn declared_length(parts: &Parts) -> Option<u64> {
     parts.headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-/// The next non-empty DATA payload, `None` at the end of the body.
-async fn next_data(recv: &RefCell<RecvHalf>) -> Result<Option<Bytes>, Refused> {
+/// The next non-empty DATA payload, `None` at the end of the body. A body
+/// below its minimum rate is cut, and `slow` set.
+async fn next_data(
+    recv: &RefCell<RecvHalf>,
+    pace: &Pace,
+    slow: &Cell<bool>,
+) -> Result<Option<Bytes>, Refused> {
     loop {
-        let next = poll_fn(|cx| {
+        let next = pace.wait(poll_fn(|cx| {
             recv.borrow_mut()
                 .poll_recv_data(cx)
                 .map(|data| data.map(|data| data.map(|mut data| data.copy_to_bytes(data.remaining()))))
-        })
-        .await;
-        match next {
-            Ok(None) => return Ok(None),
-            Ok(Some(data)) if data.is_empty() => {}
-            Ok(Some(data)) => return Ok(Some(data)),
-            Err(e) => {
+        }));
+        match next.await {
+            Ok(Ok(None)) => return Ok(None),
+            Ok(Ok(Some(data))) if data.is_empty() => {}
+            Ok(Ok(Some(data))) => return Ok(Some(data)),
+            Ok(Err(e)) => {
                 tracing::debug!(error = %e, "HTTP/3 request body cut short");
+                return Err(Refused::Cut);
+            }
+            Err(TooSlow) => {
+                tracing::debug!("HTTP/3 request body below the minimum rate");
+                slow.set(true);
                 return Err(Refused::Cut);
             }
         }
@@ -141,14 +193,18 @@ async fn next_data(recv: &RefCell<RecvHalf>) -> Result<Option<Bytes>, Refused> {
 }
 
 /// Reads a whole body of at most `limit` bytes.
-async fn read_to_end(recv: &mut RecvHalf, limit: u64) -> Result<Vec<u8>, Refused> {
+async fn read_to_end(
+    recv: &mut RecvHalf,
+    limit: u64,
+    pace: &Pace,
+) -> Result<Result<Vec<u8>, Refused>, TooSlow> {
     let mut body = Vec::new();
     loop {
-        match recv.recv_data().await {
-            Ok(None) => return Ok(body),
+        match pace.wait(recv.recv_data()).await? {
+            Ok(None) => return Ok(Ok(body)),
             Ok(Some(mut data)) => {
                 if (body.len() + data.remaining()) as u64 > limit {
-                    return Err(Refused::TooLarge);
+                    return Ok(Err(Refused::TooLarge));
                 }
                 while data.has_remaining() {
                     let chunk = data.chunk();
@@ -159,7 +215,7 @@ async fn read_to_end(recv: &mut RecvHalf, limit: u64) -> Result<Vec<u8>, Refused
             }
             Err(e) => {
                 tracing::debug!(error = %e, "HTTP/3 request body cut short");
-                return Err(Refused::Cut);
+                return Ok(Err(Refused::Cut));
             }
         }
     }
@@ -170,6 +226,7 @@ async fn read_to_end(recv: &mut RecvHalf, limit: u64) -> Result<Vec<u8>, Refused
 async fn serve_streamed<S: 'static>(
     req: OwnedRequest,
     recv: RecvHalf,
+    pace: Pace,
     shared: &Rc<Shared<S>>,
 ) -> Option<Response> {
     let consumer = match pipeline::prepare_owned_stream(&shared.router, &req) {
@@ -177,9 +234,18 @@ async fn serve_streamed<S: 'static>(
         Err(rejection) => return Some(rejection),
     };
     let limit = shared.worker.config.max_stream_body_bytes;
-    let body = Rc::new(StreamedBody { recv: RefCell::new(recv), pieces: Pieces::new(limit) });
+    let body = Rc::new(StreamedBody {
+        recv: RefCell::new(recv),
+        pieces: Pieces::new(limit),
+        pace,
+        slow: Cell::new(false),
+    });
     let response = pipeline::run_handler(consumer(Body::new(Rc::clone(&body) as _))).await;
     // One failure, one answer: the server's, as on HTTP/1.1.
+    if body.slow.get() {
+        body.recv.borrow_mut().stop_sending(Code::H3_REQUEST_CANCELLED);
+        return Some(Response::canned(canned::REQUEST_TIMEOUT));
+    }
     match body.pieces.refused() {
         None => Some(response),
         Some(Refused::Cut) => None,
@@ -194,11 +260,14 @@ async fn serve_streamed<S: 'static>(
 struct StreamedBody {
     recv: RefCell<RecvHalf>,
     pieces: Pieces,
+    pace: Pace,
+    /// Cut for arriving below the minimum rate.
+    slow: Cell<bool>,
 }
 
 impl BodySource for StreamedBody {
     fn read<'a>(&'a self, buf: &'a mut [u8]) -> ReadFuture<'a> {
-        Box::pin(self.pieces.read(buf, || next_data(&self.recv)))
+        Box::pin(self.pieces.read(buf, || next_data(&self.recv, &self.pace, &self.slow)))
     }
 
     fn bytes_read(&self) -> u64 {
@@ -207,8 +276,16 @@ impl BodySource for StreamedBody {
 }
 
 /// Sends `response`: the head, the body (whole or chunk by chunk), the
-/// trailers, the end of the stream. `head_only` for `HEAD`.
-async fn send_response(send: &mut SendHalf, mut response: Response, head_only: bool, date: &DateBlock) {
+/// trailers, the end of the stream. `head_only` for `HEAD`. A failed send
+/// (the client stopped the stream, or the connection ended) ends it
+/// quietly; `TooSlow` when the client took it below its minimum rate.
+async fn send_response(
+    send: &mut SendHalf,
+    mut response: Response,
+    head_only: bool,
+    date: &DateBlock,
+    pace: &Pace,
+) -> Result<(), TooSlow> {
     let stream = response.take_stream();
     let body = response.take_body();
     let trailers = response.take_trailers();
@@ -218,42 +295,47 @@ async fn send_response(send: &mut SendHalf, mut response: Response, head_only: b
         let canned = Response::canned(canned::INVALID_RESPONSE_HEADER);
         // The `500` has only fixed headers, so its head always builds.
         if let Some(head) = response_head(&canned, date, Some(canned.body().len())) {
-            if send.send_response(head).await.is_ok()
-                && send.send_data(Bytes::copy_from_slice(canned.body())).await.is_ok()
+            if pace.wait(send.send_response(head)).await?.is_ok()
+                && pace.wait(send.send_data(Bytes::copy_from_slice(canned.body()))).await?.is_ok()
             {
                 let _ = send.finish().await;
             }
         }
-        return;
+        return Ok(());
     };
-    if send.send_response(head).await.is_err() {
-        return;
+    if pace.wait(send.send_response(head)).await?.is_err() {
+        return Ok(());
     }
     if !head_only {
         let sent = match stream {
-            Some(stream) => send_stream(send, stream).await,
+            Some(stream) => send_stream(send, stream, pace).await?,
             None if body.is_empty() => Ok(()),
             None => {
                 let body = match body {
                     std::borrow::Cow::Borrowed(b) => Bytes::from_static(b),
                     std::borrow::Cow::Owned(v) => Bytes::from(v),
                 };
-                send.send_data(body).await.map_err(|_| ())
+                pace.wait(send.send_data(body)).await?.map_err(|_| ())
             }
         };
-        if sent.is_err() || send_trailers(send, trailers).await.is_err() {
-            return;
+        if sent.is_err() || send_trailers(send, trailers, pace).await?.is_err() {
+            return Ok(());
         }
     }
     let _ = send.finish().await;
+    Ok(())
 }
 
 /// Sends the trailers, if there are any (computed ones computed now that
 /// the body is sent).
-async fn send_trailers(send: &mut SendHalf, trailers: Trailers) -> Result<(), ()> {
+async fn send_trailers(
+    send: &mut SendHalf,
+    trailers: Trailers,
+    pace: &Pace,
+) -> Result<Result<(), ()>, TooSlow> {
     let trailers = trailers.finish();
     if trailers.is_empty() {
-        return Ok(());
+        return Ok(Ok(()));
     }
     let mut map = HeaderMap::with_capacity(trailers.len());
     for (name, value) in trailers.iter() {
@@ -266,29 +348,37 @@ async fn send_trailers(send: &mut SendHalf, trailers: Trailers) -> Result<(), ()
                 // The body is sent: a reset is how the client learns it
                 // failed.
                 send.stop_stream(Code::H3_INTERNAL_ERROR);
-                return Err(());
+                return Ok(Err(()));
             }
         }
     }
-    send.send_trailers(map).await.map_err(|_| ())
+    Ok(pace.wait(send.send_trailers(map)).await?.map_err(|_| ()))
 }
 
 /// Sends a streamed body: a chunk is asked for only after the one before
-/// was sent.
-async fn send_stream(send: &mut SendHalf, stream: BodyStream) -> Result<(), ()> {
+/// was sent (the handler's time making chunks is not paced).
+async fn send_stream(
+    send: &mut SendHalf,
+    stream: BodyStream,
+    pace: &Pace,
+) -> Result<Result<(), ()>, TooSlow> {
     let mut chunks = stream.0;
     while let Some(next) = chunks.next().await {
         match next {
             Ok(chunk) if chunk.is_empty() => {}
-            Ok(chunk) => send.send_data(chunk).await.map_err(|_| ())?,
+            Ok(chunk) => {
+                if pace.wait(send.send_data(chunk)).await?.is_err() {
+                    return Ok(Err(()));
+                }
+            }
             Err(e) => {
                 // The status is sent: a reset is how the client learns the
                 // body is cut.
                 tracing::warn!(error = %e, "streamed response body failed");
                 send.stop_stream(Code::H3_INTERNAL_ERROR);
-                return Err(());
+                return Ok(Err(()));
             }
         }
     }
-    Ok(())
+    Ok(Ok(()))
 }
