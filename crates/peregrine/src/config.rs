@@ -42,7 +42,9 @@ pub struct Config {
     /// Without it a client trickling one byte every few seconds holds its
     /// connection for as long as it likes. A slower body is cut: `408` on
     /// a buffered route, an error from the body on a streaming one (then
-    /// `408` too on HTTP/3, where only the stream is cut).
+    /// `408` too on HTTP/3, where only the stream is cut). It holds a
+    /// WebSocket message part-way in too (close `1008`), counting only the
+    /// time spent waiting for its bytes.
     /// Default: 240 bytes a second after 5 seconds (ASP.NET Core's
     /// figures).
     pub min_request_body_rate: Option<MinDataRate>,

@@ -111,8 +111,9 @@ pub struct SlowOutcome {
     pub got_408: usize,
     /// Clients whose WebSocket upgrade was answered `101`.
     pub upgraded: usize,
-    /// Upgraded clients that then received a close frame with `1001`.
-    pub got_1001: usize,
+    /// Upgraded clients that then received a close frame with `1008`
+    /// (a message arriving below the minimum rate).
+    pub got_1008: usize,
     /// Clients that received any other response (their head was never
     /// complete, so anything else is wrong), or another close code.
     pub got_other: usize,
@@ -128,7 +129,7 @@ impl SlowOutcome {
         self.cut_after.extend(other.cut_after);
         self.got_408 += other.got_408;
         self.upgraded += other.upgraded;
-        self.got_1001 += other.got_1001;
+        self.got_1008 += other.got_1008;
         self.got_other += other.got_other;
         self.still_open += other.still_open;
     }
@@ -205,9 +206,9 @@ pub async fn slow_clients(
                 outcome.cut_after.push(after.as_secs_f64());
                 match (status, close_code) {
                     (Some(408), _) => outcome.got_408 += 1,
-                    (Some(101), Some(1001)) => {
+                    (Some(101), Some(1008)) => {
                         outcome.upgraded += 1;
-                        outcome.got_1001 += 1;
+                        outcome.got_1008 += 1;
                     }
                     (Some(101), None) => outcome.upgraded += 1,
                     (Some(101), Some(_)) => {

@@ -61,8 +61,12 @@
 //! it); the read buffer (fixed; a large message is assembled in its own
 //! buffer, which goes to the handler with the message, so nothing stays
 //! large after it); time ([`WebSocketConfig::idle_timeout`],
-//! `ping_interval` / `ping_timeout`, the server's I/O timeout on writes);
-//! and shutdown, which sends close `1001` to every socket waiting in
+//! `ping_interval` / `ping_timeout`, the server's I/O timeout and minimum
+//! response rate on writes, and its minimum request-body rate,
+//! [`Config::min_request_body_rate`](crate::Config::min_request_body_rate),
+//! on a message part-way in: a client trickling a frame is cut with close
+//! `1008`, though every byte it sends is input to the keepalive); and
+//! shutdown, which sends close `1001` to every socket waiting in
 //! [`WebSocket::recv`].
 
 mod deflate;
