@@ -75,6 +75,14 @@ fn start_with(dir: &Path, config: Config) -> ServerHandle {
 
 /// A QUIC client endpoint that trusts the test CA and offers ALPN `h3`.
 fn client(dir: &Path) -> quinn::Endpoint {
+    let mut endpoint = quinn::Endpoint::client(([127, 0, 0, 1], 0).into()).expect("client endpoint");
+    endpoint.set_default_client_config(client_config(dir));
+    endpoint
+}
+
+/// The client configuration [`client`] uses: TLS 1.3 trusting the test
+/// CA, ALPN `h3`, quinn's default transport.
+fn client_config(dir: &Path) -> quinn::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt")).expect("CA");
     let mut tls =
@@ -85,9 +93,7 @@ fn client(dir: &Path) -> quinn::Endpoint {
             .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls)).expect("QUIC client TLS");
-    let mut endpoint = quinn::Endpoint::client(([127, 0, 0, 1], 0).into()).expect("client endpoint");
-    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
-    endpoint
+    quinn::ClientConfig::new(Arc::new(crypto))
 }
 
 async fn connect(endpoint: &quinn::Endpoint, addr: SocketAddr) -> quinn::Connection {
@@ -590,18 +596,7 @@ fn a_client_that_stops_reading_a_response_is_reset() {
         let endpoint = client(&dir);
         let mut transport = quinn::TransportConfig::default();
         transport.stream_receive_window(quinn::VarInt::from_u32(16 * 1024));
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from_pem_file(dir.join("ca.crt")).expect("read ca.crt")).expect("CA");
-        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .expect("TLS 1.3")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h3".to_vec()];
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls)).expect("QUIC TLS");
-        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        let mut config = client_config(&dir);
         config.transport_config(Arc::new(transport));
         let conn =
             endpoint.connect_with(config, addr, "localhost").expect("connect").await.expect("QUIC handshake");

@@ -79,10 +79,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         stats
     });
     std::thread::sleep(Duration::from_secs(args.warmup));
-    let signalled = Instant::now();
-    server.server.send_sigterm().map_err(|e| format!("cannot signal the server: {e}"))?;
-    let status = server.server.wait_exit(Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    let exit_secs = signalled.elapsed().as_secs_f64();
+    let (status, exit_secs) = terminate(&mut server)?;
     // Let the clients notice the closed connections and refused connects.
     std::thread::sleep(Duration::from_millis(500));
     let _ = stop_tx.send(true);
@@ -116,6 +113,15 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
 }
 
 /// Shutdown over HTTP/2: GOAWAY, streams in flight answered, exit 0.
+/// Sends SIGTERM and waits (up to 30 s) for the server to exit: its exit
+/// status and the seconds it took.
+fn terminate(server: &mut Target) -> Result<(Option<std::process::ExitStatus>, f64), String> {
+    let signalled = Instant::now();
+    server.server.send_sigterm().map_err(|e| format!("cannot signal the server: {e}"))?;
+    let status = server.server.wait_exit(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    Ok((status, signalled.elapsed().as_secs_f64()))
+}
+
 fn run_h2(
     target: &TargetArgs,
     args: &Args,
@@ -137,10 +143,7 @@ fn run_h2(
     });
     std::thread::sleep(Duration::from_secs(args.warmup));
     let _ = signal_tx.send(true);
-    let signalled = Instant::now();
-    server.server.send_sigterm().map_err(|e| format!("cannot signal the server: {e}"))?;
-    let status = server.server.wait_exit(Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    let exit_secs = signalled.elapsed().as_secs_f64();
+    let (status, exit_secs) = terminate(&mut server)?;
     std::thread::sleep(Duration::from_millis(500));
     let _ = stop_tx.send(true);
     let _ = done_rx.recv_timeout(Duration::from_secs(15));
@@ -241,10 +244,7 @@ fn run_ws(
     let _ = ready_rx.recv_timeout(Duration::from_secs(60));
     std::thread::sleep(Duration::from_secs(args.warmup));
     let _ = signal_tx.send(true);
-    let signalled = Instant::now();
-    server.server.send_sigterm().map_err(|e| format!("cannot signal the server: {e}"))?;
-    let status = server.server.wait_exit(Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    let exit_secs = signalled.elapsed().as_secs_f64();
+    let (status, exit_secs) = terminate(&mut server)?;
     let ends = clients.join().map_err(|_| "client thread panicked".to_string())???;
 
     report.figure("WebSockets opened / not opened", format!("{} / {}", ends.opened, ends.open_failed));
