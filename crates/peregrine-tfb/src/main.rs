@@ -62,7 +62,8 @@ struct Cli {
     /// Seconds a WebSocket on /ws may go without a whole data message from
     /// its client before it is closed with 1001
     /// (`WebSocketConfig::idle_timeout`; default: the library's, none). A
-    /// client trickling a frame is input, so only this bounds it.
+    /// client trickling a frame is cut sooner, by the minimum request-body
+    /// rate (close 1008).
     #[arg(long, value_name = "SECS")]
     ws_idle_timeout: Option<u64>,
     /// glibc's mmap and trim thresholds, in bytes, set at start so memory
