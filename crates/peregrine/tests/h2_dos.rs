@@ -471,6 +471,9 @@ fn start_with_rates() -> ServerHandle {
             Router::new()
                 .get("/plaintext", || Content("text/plain", "Hello, World!"))
                 .post("/echo", |body: Vec<u8>| Content("application/octet-stream", body))
+                .post_stream("/count", |body: peregrine::Body| async move {
+                    body.count().await.map(|n| n.to_string())
+                })
                 .get("/large", || Content("application/octet-stream", vec![1u8; 4 * 1024 * 1024]))
         })
         .expect("test server starts")
@@ -547,26 +550,11 @@ fn a_later_request_head_sent_slowly_is_cut_at_the_header_timeout() {
 #[test]
 fn a_trickled_request_body_is_cut_at_the_minimum_rate() {
     let server = start_with_rates();
-    let mut c = Raw::connect(server.local_addr(), &[]);
-    c.send(&frame(HEADERS, END_HEADERS, 1, &request_block(true, "/echo")));
-    // One-byte DATA frames, 5 a second: each is progress for the 30 s I/O
-    // timeout, but far below 200 bytes a second.
-    let started = Instant::now();
-    let mut cut = false;
-    for _ in 0..100 {
-        if !c.send(&frame(DATA, 0, 1, b"x")) {
-            cut = true;
-            break;
-        }
-        let (_, closed) = c.until_closed(Duration::from_millis(200));
-        if closed {
-            cut = true;
-            break;
-        }
+    // A buffered route, and a streaming one whose handler reads each byte
+    // as it comes (and so runs between reads).
+    for path in ["/echo", "/count"] {
+        trickle_is_cut(server.local_addr(), path);
     }
-    let took = started.elapsed();
-    assert!(cut, "a body trickled at 5 bytes a second was held {took:?}");
-    assert!(took < Duration::from_secs(6), "trickled body cut only after {took:?}");
 
     // A body at a good pace over several seconds is taken whole.
     let mut c = Raw::connect(server.local_addr(), &[]);
@@ -588,6 +576,30 @@ fn a_trickled_request_body_is_cut_at_the_minimum_rate() {
         assert!(f.kind != GOAWAY && f.kind != RST_STREAM, "paced body refused");
     }
     assert_served(server.local_addr());
+}
+
+/// One-byte DATA frames to `path`, 5 a second, are cut within 6 s.
+fn trickle_is_cut(addr: SocketAddr, path: &str) {
+    let mut c = Raw::connect(addr, &[]);
+    c.send(&frame(HEADERS, END_HEADERS, 1, &request_block(true, path)));
+    // One-byte DATA frames, 5 a second: each is progress for the 30 s I/O
+    // timeout, but far below 200 bytes a second.
+    let started = Instant::now();
+    let mut cut = false;
+    for _ in 0..100 {
+        if !c.send(&frame(DATA, 0, 1, b"x")) {
+            cut = true;
+            break;
+        }
+        let (_, closed) = c.until_closed(Duration::from_millis(200));
+        if closed {
+            cut = true;
+            break;
+        }
+    }
+    let took = started.elapsed();
+    assert!(cut, "a body trickled at 5 bytes a second to {path} was held {took:?}");
+    assert!(took < Duration::from_secs(6), "trickled body to {path} cut only after {took:?}");
 }
 
 #[test]

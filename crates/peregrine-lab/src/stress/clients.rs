@@ -138,8 +138,9 @@ impl SlowOutcome {
 /// What a slow client does once connected and its prefix is sent.
 #[derive(Clone, Debug)]
 pub enum Slowness {
-    /// Sends these bytes one per interval, reading whatever comes.
-    Dribble { head: Vec<u8>, interval: Duration },
+    /// Sends these bytes `piece` at a time (a byte, or one whole small
+    /// frame), one piece per interval, reading whatever comes.
+    Dribble { head: Vec<u8>, piece: usize, interval: Duration },
     /// Sends this message over and over and never reads, with a 4 KiB
     /// receive buffer (a client that never reads what it asked for).
     Flood { message: Vec<u8> },
@@ -182,8 +183,8 @@ pub async fn slow_clients(
                 return cut(start, &[]);
             }
             match &*slowness {
-                Slowness::Dribble { head, interval } => {
-                    dribble(&mut stream, start, head, *interval, give_up).await
+                Slowness::Dribble { head, piece, interval } => {
+                    dribble(&mut stream, start, head, (*piece).max(1), *interval, give_up).await
                 }
                 Slowness::Flood { message } => flood(&mut stream, start, message, give_up).await,
             }
@@ -235,6 +236,7 @@ async fn dribble(
     stream: &mut TcpStream,
     start: Instant,
     head: &[u8],
+    piece: usize,
     interval: Duration,
     give_up: Duration,
 ) -> SlowClient {
@@ -245,10 +247,11 @@ async fn dribble(
         if start.elapsed() > give_up {
             return SlowClient::StillOpen;
         }
-        if next < head.len() && stream.write_all(&head[next..next + 1]).await.is_err() {
+        let end = (next + piece).min(head.len());
+        if next < end && stream.write_all(&head[next..end]).await.is_err() {
             return cut(start, &received);
         }
-        next += 1;
+        next = end;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             read = stream.read(&mut chunk) => match read {

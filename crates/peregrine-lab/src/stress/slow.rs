@@ -23,7 +23,14 @@
 //!   handshake; the cut is a close, as no HTTP has been spoken.
 //! - `h2c`: the connection preface and SETTINGS at once, then the first
 //!   HEADERS frame a byte a second. The header timeout bounds an HTTP/2
-//!   connection until its first stream; the cut is a close.
+//!   connection until its first stream; the cut is a close. With
+//!   `--h2-attack body` the stream opens at once (a POST to `/upload`) and
+//!   its body comes as one-byte DATA frames, one a second; with
+//!   `--h2-attack window` a GET for a 300 KB file opens with a 100-byte
+//!   stream window, which grows by a 20-byte WINDOW_UPDATE a second. Both
+//!   are cut by the minimum data rates (5 s grace, then 240 B/s of DATA
+//!   received or window granted), between the grace and the sweep's 3 s
+//!   after it; the load runs beside them for at most 3 s of each round.
 //! - `ws`: the normal load is `peregrine-lab ws-load` echoing on `/ws`.
 //!   Each slow client upgrades at once, then sends a binary frame's header
 //!   (declaring 1 MiB) and its payload a byte a second. Every byte is
@@ -77,6 +84,16 @@ pub struct Args {
     /// Fail when throughput with slow clients falls below this share.
     #[arg(long, default_value_t = 0.90)]
     min_ratio: f64,
+    /// h2c only: what the slow clients do slowly. `head`: the first
+    /// HEADERS frame, a byte a second (cut at the header timeout).
+    /// `body`: a POST's HEADERS at once, then one-byte DATA frames, one a
+    /// second (R-U-Dead-Yet in HTTP/2's terms). `window`: a GET for a
+    /// 300 KB file with a 100-byte stream window, then a 20-byte
+    /// WINDOW_UPDATE a second (slow read). Body and window are cut by the
+    /// minimum data rates (240 B/s after a 5 s grace; what the streams
+    /// move counts: DATA received, window granted).
+    #[arg(long, value_enum, default_value_t = H2Attack::Head)]
+    h2_attack: H2Attack,
     /// WebSocket only: clients that flood messages and never read the
     /// echoes, beside the slow ones.
     #[arg(long, default_value_t = 100)]
@@ -89,8 +106,17 @@ pub struct Args {
     max_non_reader_secs: f64,
 }
 
-/// The server's default minimum request-body rate grace, which bounds a
-/// WebSocket message trickled a byte a second.
+/// What an h2c slow client does slowly (`--h2-attack`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum H2Attack {
+    Head,
+    Body,
+    Window,
+}
+
+/// The server's default minimum data rate grace, which bounds a WebSocket
+/// message trickled a byte a second and an HTTP/2 stream's trickled DATA
+/// or window.
 const WS_RATE_GRACE_SECS: u64 = 5;
 /// How long the server waits for the client's answer to its close frame
 /// (`WebSocketConfig::close_timeout`'s default) before it closes TCP.
@@ -119,17 +145,26 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     );
     let protocol = server.protocol;
     report.figure("protocol", protocol.describe());
-    // WebSocket tricklers are cut from the rate's grace on: the load runs
-    // while they are all still connected.
-    let seconds = if protocol == Protocol::Ws {
-        args.duration.min(WS_RATE_GRACE_SECS as u32 - 2)
-    } else {
-        args.duration
-    };
+    // Slow clients bound by a rate rather than the header timeout (the
+    // WebSocket tricklers, h2c's body and window attacks) are cut from the
+    // rate's grace on: the load runs while they are all still connected.
+    let rate_bound = protocol == Protocol::Ws || args.h2_attack != H2Attack::Head;
+    let seconds = if rate_bound { args.duration.min(WS_RATE_GRACE_SECS as u32 - 2) } else { args.duration };
     let load = Load::new(protocol, server.load_url(&args.path), args.connections, seconds);
     report.figure("normal load", load.tool());
-    let (prefix, head) = slow_head(protocol, &args.path, server.certs.as_ref().map(|c| c.ca.as_path()))?;
-    let slowness = Slowness::Dribble { head, interval: Duration::from_secs(1) };
+    if args.h2_attack != H2Attack::Head && protocol != Protocol::H2c {
+        return Err("--h2-attack body|window speaks cleartext HTTP/2: use it with --protocol h2c".into());
+    }
+    let (prefix, head, piece) = match args.h2_attack {
+        H2Attack::Head => {
+            let (prefix, head) =
+                slow_head(protocol, &args.path, server.certs.as_ref().map(|c| c.ca.as_path()))?;
+            (prefix, head, 1)
+        }
+        H2Attack::Body => h2_slow_body(),
+        H2Attack::Window => h2_slow_window(),
+    };
+    let slowness = Slowness::Dribble { head, piece, interval: Duration::from_secs(1) };
     let non_readers = if protocol == Protocol::Ws { args.non_readers } else { 0 };
     let flood = Slowness::Flood { message: wsframe::frame(0x82, &vec![7u8; 64 << 10]) };
     let slow_addr = server.addr_of(protocol);
@@ -208,6 +243,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     // WebSocket the rate's grace (and the close handshake's wait after it).
     let (t, slack) = if protocol == Protocol::Ws {
         (WS_RATE_GRACE_SECS as f64, 3.0 + WS_CLOSE_WAIT_SECS)
+    } else if rate_bound {
+        (WS_RATE_GRACE_SECS as f64, 3.0)
     } else {
         (args.header_timeout as f64, 3.0)
     };
@@ -319,9 +356,51 @@ fn slow_head(protocol: Protocol, path: &str, ca: Option<&Path>) -> Result<(Vec<u
 
 /// The HTTP/2 connection preface and an empty SETTINGS frame.
 fn h2_hello() -> Vec<u8> {
+    h2_hello_with(&[])
+}
+
+/// The HTTP/2 connection preface and a SETTINGS frame with `settings`.
+fn h2_hello_with(settings: &[(u16, u32)]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for (id, value) in settings {
+        payload.extend_from_slice(&id.to_be_bytes());
+        payload.extend_from_slice(&value.to_be_bytes());
+    }
     let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    hello.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    hello.extend(h2_frame(0x4, 0, 0, &payload));
     hello
+}
+
+/// One HTTP/2 frame.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut frame = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    frame.extend_from_slice(&stream.to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// `--h2-attack body`: the preface and a POST to `/upload` at once (no
+/// END_STREAM), then one-byte DATA frames, one whole frame a second.
+fn h2_slow_body() -> (Vec<u8>, Vec<u8>, usize) {
+    let mut prefix = h2_hello();
+    let mut headers = h2_headers("/upload");
+    // `:method POST` (static index 3), and END_HEADERS alone: a body follows.
+    headers[9] = 0x83;
+    headers[4] = 0x4;
+    prefix.extend(headers);
+    let data = h2_frame(0x0, 0, 1, b"x");
+    (prefix, data.repeat(120), data.len())
+}
+
+/// `--h2-attack window`: a 100-byte stream window and a GET for a 300 KB
+/// file at once, then a 20-byte WINDOW_UPDATE for the stream a second.
+fn h2_slow_window() -> (Vec<u8>, Vec<u8>, usize) {
+    // SETTINGS_INITIAL_WINDOW_SIZE (0x4).
+    let mut prefix = h2_hello_with(&[(0x4, 100)]);
+    prefix.extend(h2_headers("/static/vendor.js"));
+    let update = h2_frame(0x8, 0, 1, &20u32.to_be_bytes());
+    (prefix, update.repeat(120), update.len())
 }
 
 /// A HEADERS frame (stream 1, END_STREAM | END_HEADERS) for `GET path`:
@@ -358,5 +437,22 @@ mod tests {
         assert_eq!((f.len(), f[3], f[4]), (9 + len, 0x1, 0x5));
         assert_eq!(&f[9..12], &[0x82, 0x86, 0x04]);
         assert_eq!(f[12] as usize, "/plaintext".len());
+    }
+
+    #[test]
+    fn the_h2c_body_and_window_attacks_send_whole_frames() {
+        let (prefix, pieces, piece) = h2_slow_body();
+        // The POST's HEADERS: END_HEADERS only, `:method POST` first.
+        let headers = &prefix[24 + 9..];
+        assert_eq!((headers[3], headers[4], headers[9]), (0x1, 0x4, 0x83));
+        assert_eq!(piece, 10);
+        assert_eq!(&pieces[..piece], &[0, 0, 1, 0x0, 0, 0, 0, 0, 1, b'x']);
+        assert_eq!(pieces.len() % piece, 0);
+
+        let (prefix, pieces, piece) = h2_slow_window();
+        // SETTINGS with INITIAL_WINDOW_SIZE 100.
+        assert_eq!(&prefix[24..24 + 15], &[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 100]);
+        assert_eq!(piece, 13);
+        assert_eq!(&pieces[..piece], &[0, 0, 4, 0x8, 0, 0, 0, 0, 1, 0, 0, 0, 20]);
     }
 }

@@ -54,9 +54,12 @@ impl Activity {
         if self.busy.get() > 0 {
             self.timer.arm(Wait::Busy, u64::MAX);
         } else if self.open.get() > 0 {
-            if self.timer.wait.get() != Wait::Streams {
+            if !matches!(self.timer.wait.get(), Wait::Streams | Wait::Busy) {
                 // A new stretch of waiting on the client: its minimum rate
-                // counts from here.
+                // counts from here. Not after a handler ran (the sweep does
+                // not count that time): a streaming handler reading its
+                // body goes busy after every read, and restarting there let
+                // one-byte DATA frames hold a stream for ever.
                 self.timer.begin_transfer();
             }
             self.timer.arm(Wait::Streams, self.worker.deadline_after(config.io_timeout));
