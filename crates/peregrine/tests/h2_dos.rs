@@ -161,6 +161,18 @@ impl Raw {
         Some(Frame { kind: head[3], stream, payload })
     }
 
+    /// Sends `frame` 5 times a second, at most 100 times, until the server
+    /// stops taking bytes or closes: whether it did, and after how long.
+    fn repeat_until_closed(&mut self, frame: &[u8]) -> (bool, Duration) {
+        let started = Instant::now();
+        for _ in 0..100 {
+            if !self.send(frame) || self.until_closed(Duration::from_millis(200)).1 {
+                return (true, started.elapsed());
+            }
+        }
+        (false, started.elapsed())
+    }
+
     /// Reads frames until the connection ends, at most `within`; returns
     /// them and whether it ended.
     fn until_closed(&mut self, within: Duration) -> (Vec<Frame>, bool) {
@@ -584,20 +596,7 @@ fn trickle_is_cut(addr: SocketAddr, path: &str) {
     c.send(&frame(HEADERS, END_HEADERS, 1, &request_block(true, path)));
     // One-byte DATA frames, 5 a second: each is progress for the 30 s I/O
     // timeout, but far below 200 bytes a second.
-    let started = Instant::now();
-    let mut cut = false;
-    for _ in 0..100 {
-        if !c.send(&frame(DATA, 0, 1, b"x")) {
-            cut = true;
-            break;
-        }
-        let (_, closed) = c.until_closed(Duration::from_millis(200));
-        if closed {
-            cut = true;
-            break;
-        }
-    }
-    let took = started.elapsed();
+    let (cut, took) = c.repeat_until_closed(&frame(DATA, 0, 1, b"x"));
     assert!(cut, "a body trickled at 5 bytes a second to {path} was held {took:?}");
     assert!(took < Duration::from_secs(6), "trickled body to {path} cut only after {took:?}");
 }
@@ -610,20 +609,7 @@ fn a_window_opened_a_few_bytes_at_a_time_is_cut_at_the_minimum_rate() {
     // timeout, never enough for the rate.
     let mut c = Raw::connect(server.local_addr(), &[(0x4, 0)]);
     c.send(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &request_block(false, "/large")));
-    let started = Instant::now();
-    let mut cut = false;
-    for _ in 0..100 {
-        if !c.send(&frame(WINDOW_UPDATE, 0, 1, &20u32.to_be_bytes())) {
-            cut = true;
-            break;
-        }
-        let (_, closed) = c.until_closed(Duration::from_millis(200));
-        if closed {
-            cut = true;
-            break;
-        }
-    }
-    let took = started.elapsed();
+    let (cut, took) = c.repeat_until_closed(&frame(WINDOW_UPDATE, 0, 1, &20u32.to_be_bytes()));
     assert!(cut, "a reader opening 100 bytes of window a second was held {took:?}");
     assert!(took < Duration::from_secs(6), "slow window cut only after {took:?}");
     assert_served(server.local_addr());
