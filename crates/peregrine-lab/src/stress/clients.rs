@@ -243,17 +243,25 @@ async fn dribble(
     let mut received = Vec::new();
     let mut next = 0;
     let mut chunk = [0u8; 1024];
+    // Pieces go out on a fixed schedule, one per `interval`. What the
+    // server sends back must not move it: a slow reader's grant is
+    // answered with a DATA frame at once, and a client that wrote its next
+    // piece on each answer would grant as fast as the round trip allows.
+    let mut due = tokio::time::Instant::from_std(start);
     loop {
         if start.elapsed() > give_up {
             return SlowClient::StillOpen;
         }
-        let end = (next + piece).min(head.len());
-        if next < end && stream.write_all(&head[next..end]).await.is_err() {
-            return cut(start, &received);
+        if tokio::time::Instant::now() >= due {
+            let end = (next + piece).min(head.len());
+            if next < end && stream.write_all(&head[next..end]).await.is_err() {
+                return cut(start, &received);
+            }
+            next = end;
+            due += interval;
         }
-        next = end;
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep_until(due) => {}
             read = stream.read(&mut chunk) => match read {
                 Ok(0) | Err(_) => return cut(start, &received),
                 Ok(n) => received.extend_from_slice(&chunk[..n]),
@@ -726,6 +734,44 @@ mod tests {
         });
         let mut stream = TcpStream::connect(addr).await.expect("connect");
         read_response(&mut stream, &mut Vec::new()).await
+    }
+
+    #[tokio::test]
+    async fn a_dribble_keeps_its_pace_when_every_piece_is_answered() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        // Answers each read at once, as an HTTP/2 server answers a window
+        // grant with DATA; counts the bytes it got and closes after 1 s.
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let (mut got, mut buf) = (0, [0u8; 64]);
+            let until = tokio::time::Instant::now() + Duration::from_millis(1000);
+            while let Ok(Ok(n)) = tokio::time::timeout_at(until, s.read(&mut buf)).await {
+                if n == 0 {
+                    break;
+                }
+                got += n;
+                let _ = s.write_all(b"answer").await;
+            }
+            got
+        });
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let ended = dribble(
+            &mut stream,
+            Instant::now(),
+            &[b'x'; 100],
+            2,
+            Duration::from_millis(300),
+            Duration::from_secs(10),
+        )
+        .await;
+        // Pieces at 0, 300, 600 and 900 ms: 8 bytes. Writing on each answer
+        // instead would have sent all 100 within the second.
+        assert_eq!(server.await.expect("server"), 8);
+        let SlowClient::Cut { after, status, .. } = ended else {
+            panic!("the server's close cuts the client")
+        };
+        assert!(after >= Duration::from_millis(1000) && status.is_none());
     }
 
     #[tokio::test]
