@@ -15,6 +15,10 @@ Date: Sat, 21 Nov 2026 04:40:51 GMT\r\n\
 \r\n\
 Hello, World!";
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 /// The end of a request head; each one found earns one response.
 const TERMINATOR: &[u8] = b"\r\n\r\n";
 
@@ -39,30 +43,22 @@ pub fn answer(partial: &mut Vec<u8>, fresh: &[u8], out: &mut Vec<u8>) {
 /// many bytes of `input` those heads used (the rest is an unfinished request).
 pub fn respond_to(input: &[u8], out: &mut Vec<u8>) -> usize {
     let mut consumed = 0;
-    while let Some(at) = find(&input[consumed..], TERMINATOR) {
+    while let Some(at) = find(&input[consumed..]) {
         out.extend_from_slice(RESPONSE);
         consumed += at + TERMINATOR.len();
     }
     consumed
 }
 
-/// glibc's memmem is vectorized; wrapped so the rest of the code stays safe.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    // SAFETY: both pointers are valid for the lengths passed; memmem only
-    // reads, and returns null or a pointer into `haystack`.
-    let hit = unsafe {
-        libc::memmem(
-            haystack.as_ptr() as *const libc::c_void,
-            haystack.len(),
-            needle.as_ptr() as *const libc::c_void,
-            needle.len(),
-        )
-    };
-    if hit.is_null() {
-        None
-    } else {
-        Some(hit as usize - haystack.as_ptr() as usize)
-    }
+/// The terminator's searcher, built once: memchr's SIMD `memmem` scans a
+/// 170-byte TFB request head in about 40 instructions; glibc's `memmem`
+/// (two-way, not vectorized for short needles) took 800 (callgrind, `/json`
+/// under wrk), which had made this floor 15% heavier in user space than
+/// `floor.c`'s plain byte loop.
+static TERMINATOR_FINDER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(TERMINATOR));
+
+fn find(haystack: &[u8]) -> Option<usize> {
+    TERMINATOR_FINDER.find(haystack)
 }
 
 #[cfg(test)]
