@@ -225,7 +225,44 @@ fn target_unfinished(window: &[u8]) -> bool {
 
 /// The parse proper. Writes headers into `slots`, counting them in `count`;
 /// the returned head's `headers` is left empty for the caller to fill.
+///
+/// Compiled twice: once for CPUs with SSSE3, where the header-name scan
+/// classifies bytes with `pshufb` and is inlined into the header loop (a
+/// `target_feature` function can be inlined only into one with the same
+/// features), and once with SSE2 alone.
+#[inline(always)]
 fn parse_in<'b>(
+    buf: &'b [u8],
+    slots: &mut [MaybeUninit<Header<'b>>],
+    count: &mut usize,
+) -> Result<Head<'b, 'b>, Stop> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(token) = scan::Ssse3::detect() {
+        // SAFETY: `token` proves the CPU has SSSE3.
+        return unsafe { parse_in_ssse3(token, buf, slots, count) };
+    }
+    parse_with(None, buf, slots, count)
+}
+
+/// [`parse_with`] compiled for SSSE3.
+///
+/// # Safety
+/// The CPU must support SSSE3 (which `token` proves).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "ssse3")]
+unsafe fn parse_in_ssse3<'b>(
+    token: scan::Ssse3,
+    buf: &'b [u8],
+    slots: &mut [MaybeUninit<Header<'b>>],
+    count: &mut usize,
+) -> Result<Head<'b, 'b>, Stop> {
+    parse_with(Some(token), buf, slots, count)
+}
+
+/// See [`parse_in`]; `ssse3` says whether SSSE3 may be used.
+#[inline(always)]
+fn parse_with<'b>(
+    ssse3: Option<scan::Ssse3>,
     buf: &'b [u8],
     slots: &mut [MaybeUninit<Header<'b>>],
     count: &mut usize,
@@ -303,7 +340,7 @@ fn parse_in<'b>(
             Some(_) => {}
         }
         let name_start = i;
-        i += scan::find_name_end(&buf[i..]).unwrap_or(n - i);
+        i += scan::find_name_end(&buf[i..], ssse3).unwrap_or(n - i);
         if i == n {
             return Err(Stop::Partial);
         }
@@ -386,7 +423,7 @@ fn parse_version(v: &[u8]) -> Result<Version, Stop> {
 /// Scans a header value from `*i` to its CRLF, which it steps over.
 /// Returns where the value ends. HTAB and obs-text are allowed; any other
 /// control character (NUL, a bare CR or LF, DEL) is refused.
-#[inline]
+#[inline(always)]
 fn scan_value(buf: &[u8], i: &mut usize) -> Result<usize, Stop> {
     let Some(at) = scan::find_value_end(&buf[*i..]) else { return Err(Stop::Partial) };
     let j = *i + at;
