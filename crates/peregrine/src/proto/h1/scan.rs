@@ -150,23 +150,61 @@ mod simd {
     /// `Ok(index)` of the first value stop found in whole 16-byte blocks,
     /// or `Err(scanned)`: no stop in the first `scanned` bytes, and fewer
     /// than 16 remain after them.
+    ///
+    /// Two blocks a step while 32 bytes remain, and HTAB is sifted out
+    /// only when a block holds a candidate (it is rare in values): per
+    /// 16 bytes that is half the loop and two vector operations fewer.
     #[inline(always)]
     pub(crate) fn find_value_stop(bytes: &[u8]) -> Result<usize, usize> {
+        // Control characters (HTAB included) and DEL, as a bit mask.
+        #[inline(always)]
+        fn candidates(v: __m128i) -> u32 {
+            // SAFETY: SSE2 is part of the x86_64 baseline.
+            unsafe {
+                // b <= 0x1F  <=>  min(b, 0x1F) == b (unsigned).
+                let ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+                let del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
+                _mm_movemask_epi8(_mm_or_si128(ctl, del)) as u32
+            }
+        }
+        // The first candidate in `mask` (bytes from `at`) that is not
+        // HTAB, if any.
+        #[inline(always)]
+        fn first_stop(bytes: &[u8], at: usize, mut mask: u32) -> Option<usize> {
+            while mask != 0 {
+                let k = at + mask.trailing_zeros() as usize;
+                if bytes[k] != b'\t' {
+                    return Some(k);
+                }
+                mask &= mask - 1;
+            }
+            None
+        }
         let mut i = 0;
+        while i + 32 <= bytes.len() {
+            // SAFETY: `i + 32 <= bytes.len()`, so both 16-byte reads are in
+            // bounds; `_mm_loadu_si128` has no alignment requirement.
+            let (a, b) = unsafe {
+                let p = bytes.as_ptr().add(i);
+                (_mm_loadu_si128(p.cast::<__m128i>()), _mm_loadu_si128(p.add(16).cast::<__m128i>()))
+            };
+            let mask = candidates(a) | candidates(b) << 16;
+            if mask != 0 {
+                if let Some(found) = first_stop(bytes, i, mask) {
+                    return Ok(found);
+                }
+            }
+            i += 32;
+        }
         while i + 16 <= bytes.len() {
             // SAFETY: `i + 16 <= bytes.len()`, so the 16 bytes read are in
-            // bounds; `_mm_loadu_si128` has no alignment requirement; SSE2
-            // is part of the x86_64 baseline.
-            let stops = unsafe {
-                let v = _mm_loadu_si128(bytes.as_ptr().add(i).cast::<__m128i>());
-                // b <= 0x1F  <=>  min(b, 0x1F) == b (unsigned); HTAB is allowed.
-                let ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-                let tab = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\t' as i8));
-                let del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
-                _mm_movemask_epi8(_mm_or_si128(_mm_andnot_si128(tab, ctl), del))
-            };
-            if stops != 0 {
-                return Ok(i + stops.trailing_zeros() as usize);
+            // bounds; `_mm_loadu_si128` has no alignment requirement.
+            let v = unsafe { _mm_loadu_si128(bytes.as_ptr().add(i).cast::<__m128i>()) };
+            let mask = candidates(v);
+            if mask != 0 {
+                if let Some(found) = first_stop(bytes, i, mask) {
+                    return Ok(found);
+                }
             }
             i += 16;
         }
