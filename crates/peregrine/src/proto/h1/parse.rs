@@ -280,7 +280,10 @@ fn parse_with<'b>(
 
     // Method.
     let method_start = i;
-    if buf[i..].starts_with(b"GET ") {
+    // `GET` is known at once; other tokens are matched once their end is
+    // found (`Method::from_token` cost `GET` 15 instructions).
+    let known_get = buf[i..].starts_with(b"GET ");
+    if known_get {
         i += 3;
     } else {
         i += buf[i..].iter().position(|&b| !TCHAR[b as usize]).unwrap_or(n - i);
@@ -316,7 +319,7 @@ fn parse_with<'b>(
         _ => return Err(bad("malformed request line")),
     }
 
-    let method = Method::from_token(method_str);
+    let method = if known_get { Method::Get } else { Method::from_token(method_str) };
     // The common case, a path with no `?#%.` in it, needs no closer look.
     let (path, query) = if !target_special && target.as_bytes()[0] == b'/' && method != Method::Connect {
         (target, None)
@@ -353,7 +356,11 @@ fn parse_with<'b>(
         }
         let name = &buf[name_start..i];
         i += 1;
-        while i < n && (buf[i] == b' ' || buf[i] == b'\t') {
+        // Optional whitespace: almost always one space.
+        if buf.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        while let Some(b' ' | b'\t') = buf.get(i) {
             i += 1;
         }
         let value_start = i;
@@ -588,7 +595,9 @@ impl<'b> Seen<'b> {
 
     /// Takes note of one header. Dispatches on length first: most headers
     /// match none of these and are passed over after one comparison.
-    #[inline]
+    /// Always inlined: called out of line, it cost about 20 instructions a
+    /// header more in calls and returns.
+    #[inline(always)]
     fn observe(&mut self, name: &[u8], value: &'b [u8]) -> Result<(), ParseError> {
         match name.len() {
             4 if eq_folded(name, b"host") => {
@@ -650,6 +659,7 @@ impl<'b> Seen<'b> {
         Ok(())
     }
 
+    #[inline(always)]
     fn finish(&self) -> Result<Semantics, ParseError> {
         if self.version == Version::Http11 && self.hosts != 1 {
             return Err(ParseError::BadRequest(if self.hosts == 0 {

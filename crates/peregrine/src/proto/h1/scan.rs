@@ -60,7 +60,7 @@ pub(crate) fn find_target_end(bytes: &[u8]) -> (Option<usize>, bool) {
 /// instructions to 1,738-1,740 (the `?` byte loop it replaced cost more
 /// than both); a byte loop over the whole grammar had cost +197 (11%).
 /// `/json` stayed within noise (3,284-3,290 before, 3,290-3,295 after).
-#[inline]
+#[inline(always)]
 pub(crate) fn is_plain_host(bytes: &[u8], len: usize) -> bool {
     if len > 16 {
         return false;
@@ -354,7 +354,7 @@ mod simd {
     /// For the first 16 bytes of `bytes` (`None` if there are fewer): the
     /// masks of bytes that are letters, digits, `-`, `.` or `:`; of `:`;
     /// and of digits or `:`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn host_classes(bytes: &[u8]) -> Option<(u32, u32, u32)> {
         if bytes.len() < 16 {
             return None;
@@ -400,7 +400,7 @@ mod simd {
         Err((0, false))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn host_classes(_: &[u8]) -> Option<(u32, u32, u32)> {
         None
     }
