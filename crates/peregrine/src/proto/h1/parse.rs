@@ -463,7 +463,7 @@ fn trim_end(mut s: &[u8]) -> &[u8] {
 /// overlaps the one before (the names matched here are 4 to 17 bytes):
 /// byte by byte, the tails of `host`, `expect` and `connection` had cost
 /// about 30 instructions a request.
-#[inline]
+#[inline(always)]
 fn eq_folded(bytes: &[u8], lower: &[u8]) -> bool {
     if bytes.len() != lower.len() {
         return false;
