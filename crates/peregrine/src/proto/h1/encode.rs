@@ -99,23 +99,51 @@ const SERVER_LINE: &[u8] = b"Server: peregrine\r\nContent-Type: ";
 const SERVER_ONLY_LINE: &[u8] = b"Server: peregrine\r\n";
 
 /// Whole `200` heads up to the `Content-Length` value for the content types
-/// most responses use: one copy instead of four.
-const OK_HEADS: [(&str, &[u8]); 5] = [
-    ("application/json", b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: application/json\r\n"),
-    ("text/plain", b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain\r\n"),
-    (
-        "text/plain; charset=utf-8",
-        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain; charset=utf-8\r\n",
-    ),
-    (
-        "text/html; charset=utf-8",
-        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/html; charset=utf-8\r\n",
-    ),
-    (
-        "application/octet-stream",
-        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: application/octet-stream\r\n",
-    ),
-];
+/// most responses use: one copy instead of five.
+///
+/// Found by length, then one comparison of constant length (which the
+/// compiler inlines): searching a table with `==` cost a `memcmp` call a
+/// response. With the digits of small lengths written directly and the
+/// head's two steps inlined, a pipelined plaintext request went from
+/// 1,489 to 1,383 instructions (`scripts/callgrind`).
+#[inline(always)]
+fn known_ok_head(content_type: &str) -> Option<&'static [u8]> {
+    const JSON: &[u8] =
+        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: application/json\r\nContent-Length: ";
+    const PLAIN: &[u8] =
+        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain\r\nContent-Length: ";
+    const PLAIN_UTF8: &[u8] =
+        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ";
+    const HTML_UTF8: &[u8] =
+        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: ";
+    const OCTETS: &[u8] =
+        b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: application/octet-stream\r\nContent-Length: ";
+    let ct = content_type.as_bytes();
+    match ct.len() {
+        10 if ct == b"text/plain" => Some(PLAIN),
+        16 if ct == b"application/json" => Some(JSON),
+        24 if ct == b"application/octet-stream" => Some(OCTETS),
+        24 if ct == b"text/html; charset=utf-8" => Some(HTML_UTF8),
+        25 if ct == b"text/plain; charset=utf-8" => Some(PLAIN_UTF8),
+        _ => None,
+    }
+}
+
+/// Appends `n` in decimal: lengths under 1,000 (most small responses)
+/// digit by digit, larger ones with `itoa`.
+#[inline(always)]
+fn push_decimal(out: &mut Vec<u8>, n: usize) {
+    if n < 10 {
+        out.push(b'0' + n as u8);
+    } else if n < 100 {
+        out.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
+    } else if n < 1000 {
+        out.extend_from_slice(&[b'0' + (n / 100) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8]);
+    } else {
+        let mut digits = itoa::Buffer::new();
+        out.extend_from_slice(digits.format(n).as_bytes());
+    }
+}
 
 impl<'a> Encoder<'a> {
     pub(crate) fn new(
@@ -268,8 +296,7 @@ impl<'a> Encoder<'a> {
             self.finish_head(false);
             return Ok(());
         }
-        let mut digits = itoa::Buffer::new();
-        self.out.extend_from_slice(digits.format(body.len()).as_bytes());
+        push_decimal(self.out, body.len());
         self.finish_head(true);
         if !self.head_only {
             self.out.extend_from_slice(body);
@@ -332,6 +359,7 @@ impl<'a> Encoder<'a> {
     /// Status line, `Server`, `Content-Type`, extra headers and, unless the
     /// status forbids a body, `Content-Length: ` (digits follow). Writes
     /// nothing and fails if a header could inject others.
+    #[inline(always)]
     fn start<'h>(
         &mut self,
         status: StatusCode,
@@ -341,31 +369,47 @@ impl<'a> Encoder<'a> {
         length_line: bool,
     ) -> Result<(), InvalidHeader> {
         let response_start = self.out.len();
-        let known = if status == StatusCode::OK {
-            OK_HEADS.iter().find(|(ct, _)| *ct == content_type).map(|(_, head)| *head)
+        if status == StatusCode::OK && length_line {
+            if let Some(head) = known_ok_head(content_type) {
+                // Extra headers go between `Content-Type` and
+                // `Content-Length`, so only a head without them is whole.
+                let mut headers = headers.into_iter().peekable();
+                if headers.peek().is_none() {
+                    self.out.extend_from_slice(head);
+                    return Ok(());
+                }
+                return self.start_general(response_start, status, content_type, headers, forbids_body, true);
+            }
+        }
+        self.start_general(response_start, status, content_type, headers, forbids_body, length_line)
+    }
+
+    /// [`Encoder::start`] for heads not in [`known_ok_head`].
+    fn start_general<'h>(
+        &mut self,
+        response_start: usize,
+        status: StatusCode,
+        content_type: &str,
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        forbids_body: bool,
+        length_line: bool,
+    ) -> Result<(), InvalidHeader> {
+        if forbids_body {
+            // No content, so nothing to type (RFC 9110 §8.3).
+            write_status_line(self.out, status);
+            self.out.extend_from_slice(SERVER_ONLY_LINE);
         } else {
-            None
-        };
-        match known {
-            Some(head) => self.out.extend_from_slice(head),
-            None if forbids_body => {
-                // No content, so nothing to type (RFC 9110 §8.3).
+            if !is_valid_header("content-type", content_type) {
+                return Err(InvalidHeader);
+            }
+            if status == StatusCode::OK {
+                self.out.extend_from_slice(OK_PREAMBLE);
+            } else {
                 write_status_line(self.out, status);
-                self.out.extend_from_slice(SERVER_ONLY_LINE);
+                self.out.extend_from_slice(SERVER_LINE);
             }
-            None => {
-                if !is_valid_header("content-type", content_type) {
-                    return Err(InvalidHeader);
-                }
-                if status == StatusCode::OK {
-                    self.out.extend_from_slice(OK_PREAMBLE);
-                } else {
-                    write_status_line(self.out, status);
-                    self.out.extend_from_slice(SERVER_LINE);
-                }
-                self.out.extend_from_slice(content_type.as_bytes());
-                self.out.extend_from_slice(b"\r\n");
-            }
+            self.out.extend_from_slice(content_type.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
         }
         for (name, value) in headers {
             if !is_valid_header(name, value) {
@@ -385,6 +429,7 @@ impl<'a> Encoder<'a> {
 
     /// Ends the `Content-Length` line (if any), adds `Connection` and the
     /// cached `Date` block, which carries the blank line.
+    #[inline(always)]
     fn finish_head(&mut self, length_line_open: bool) {
         if length_line_open {
             self.out.extend_from_slice(b"\r\n");
@@ -439,6 +484,46 @@ mod tests {
             out,
             b"HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nDate: Sat, 21 Nov 2026 04:40:51 GMT\r\n\r\nHello, World!"
         );
+    }
+
+    /// The precomputed heads and the digit fast path write what the
+    /// general path writes, for every known type and around each digit
+    /// boundary; extra headers still come before `Content-Length`.
+    #[test]
+    fn known_heads_match_the_general_form() {
+        let d = date();
+        for ct in [
+            "application/json",
+            "text/plain",
+            "text/plain; charset=utf-8",
+            "text/html; charset=utf-8",
+            "application/octet-stream",
+            "text/plainx",
+            "text/plaiN",
+        ] {
+            for len in [0usize, 1, 9, 10, 99, 100, 999, 1000, 12_345] {
+                let body = vec![b'x'; len];
+                let mut out = Vec::new();
+                Encoder::new(&mut out, &d, ConnectionHeader::Omit, false)
+                    .write(StatusCode::OK, ct, [], &body)
+                    .unwrap();
+                let mut expected = format!(
+                    "HTTP/1.1 200 OK\r\nServer: peregrine\r\nContent-Type: {ct}\r\nContent-Length: {len}\r\n"
+                )
+                .into_bytes();
+                expected.extend_from_slice(&d);
+                expected.extend_from_slice(&body);
+                assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&expected), "{ct} {len}");
+            }
+            let mut out = Vec::new();
+            Encoder::new(&mut out, &d, ConnectionHeader::Close, false)
+                .write(StatusCode::OK, ct, [("X-A", "b")], b"hi")
+                .unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let expected =
+                format!("Content-Type: {ct}\r\nX-A: b\r\nContent-Length: 2\r\nConnection: close\r\n");
+            assert!(text.contains(&expected), "{text}");
+        }
     }
 
     #[test]
