@@ -430,6 +430,8 @@ impl WebSocket {
             Message::Pong(p) => self.encode_control(OpCode::Pong, p),
             Message::Close(_) => {}
         }
+        // The message is copied out: its buffer can carry the next one in.
+        self.reader.recycle(message);
         Ok(())
     }
 
@@ -508,6 +510,7 @@ impl WebSocket {
                 }
             }
             _ => {
+                self.out.reserve(payload.len() + 10);
                 encode_header(&mut self.out, true, false, opcode, payload.len());
                 self.out.extend_from_slice(payload);
             }
