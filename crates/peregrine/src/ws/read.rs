@@ -3,7 +3,13 @@
 //!
 //! A frame whose payload is all in the buffer and which is a whole,
 //! uncompressed message is unmasked in place and copied once into the
-//! message (the common case). Anything else (fragments, compressed
+//! message (the common case), into the buffer of a message the socket has
+//! already sent when there is one ([`Reader::recycle`]), so an echo
+//! allocates nothing. A final text or binary frame of at most 125 bytes
+//! takes a hand-written fast path before the general header decoder, and
+//! its text is checked as ASCII before full UTF-8 validation: with the
+//! recycled buffer, 2,293 -> 2,146 instructions per 5-byte echo
+//! (`scripts/callgrind`). Anything else (fragments, compressed
 //! messages, frames larger than the read buffer) is absorbed piece by
 //! piece as it arrives into one assembly buffer, which goes to the handler
 //! with the message. Text is validated as it arrives, so invalid UTF-8
