@@ -719,8 +719,8 @@ impl<S: 'static> Conn<S> {
     ///
     /// The continuation runs as a task of its own, which holds the
     /// connection's registration, and this one ends: awaited here, every
-    /// poll of a WebSocket went through this driver's state machine too,
-    /// 45 of an echo's 2,120 instructions (callgrind), and the finished
+    /// poll of a WebSocket went through this driver's state machine too
+    /// (an echo: 2,120 -> 2,092 instructions, callgrind), and the finished
     /// driver's future stayed allocated for the socket's lifetime.
     async fn switch_protocols(mut self, mut stream: Io, on_upgrade: OnUpgrade, registration: Registration) {
         if self.flush(&mut stream).await.is_err() {
