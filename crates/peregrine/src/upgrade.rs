@@ -120,14 +120,17 @@ impl OnUpgrade {
         OnUpgrade(Box::new(move |upgraded| Box::pin(run(upgraded))))
     }
 
-    /// Runs the new protocol on `upgraded` until it ends. A panic in it
-    /// ends this connection only.
-    pub(crate) async fn run(self, upgraded: Upgraded) {
+    /// Runs the new protocol on `upgraded` until it ends, then drops
+    /// `guard` (what must live as long as the protocol: the connection's
+    /// registration with the worker, when it runs as a task of its own).
+    /// A panic in it ends this connection only.
+    pub(crate) async fn run<G>(self, upgraded: Upgraded, guard: G) {
         use futures_util::FutureExt;
         let fut = (self.0)(upgraded);
         if std::panic::AssertUnwindSafe(fut).catch_unwind().await.is_err() {
             tracing::error!("upgraded connection's handler panicked");
         }
+        drop(guard);
     }
 }
 

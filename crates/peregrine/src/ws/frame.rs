@@ -155,20 +155,29 @@ pub(crate) fn decode_header(
     Ok(Some(Header { fin, rsv1, opcode, mask, payload_len, header_len: at + 4 }))
 }
 
-/// Appends an unmasked server frame header (servers never mask, §5.1).
+/// Appends an unmasked server frame header (servers never mask, §5.1),
+/// with one append.
+#[inline]
 pub(crate) fn encode_header(out: &mut Vec<u8>, fin: bool, rsv1: bool, opcode: OpCode, len: usize) {
     let b0 = (u8::from(fin) << 7) | (u8::from(rsv1) << 6) | opcode.bits();
-    match len {
-        0..=125 => out.extend_from_slice(&[b0, len as u8]),
+    let mut header = [b0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let used = match len {
+        0..=125 => {
+            header[1] = len as u8;
+            2
+        }
         126..=0xFFFF => {
-            out.extend_from_slice(&[b0, 126]);
-            out.extend_from_slice(&(len as u16).to_be_bytes());
+            header[1] = 126;
+            header[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            4
         }
         _ => {
-            out.extend_from_slice(&[b0, 127]);
-            out.extend_from_slice(&(len as u64).to_be_bytes());
+            header[1] = 127;
+            header[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+            10
         }
-    }
+    };
+    out.extend_from_slice(&header[..used]);
 }
 
 /// XORs `data` with `mask`, `offset` bytes into the masking key's cycle

@@ -3,7 +3,13 @@
 //!
 //! A frame whose payload is all in the buffer and which is a whole,
 //! uncompressed message is unmasked in place and copied once into the
-//! message (the common case). Anything else (fragments, compressed
+//! message (the common case), into the buffer of a message the socket has
+//! already sent when there is one ([`Reader::recycle`]), so an echo
+//! allocates nothing. A final text or binary frame of at most 125 bytes
+//! takes a hand-written fast path before the general header decoder, and
+//! its text is checked as ASCII before full UTF-8 validation: with the
+//! recycled buffer, 2,293 -> 2,146 instructions per 5-byte echo
+//! (`scripts/callgrind`). Anything else (fragments, compressed
 //! messages, frames larger than the read buffer) is absorbed piece by
 //! piece as it arrives into one assembly buffer, which goes to the handler
 //! with the message. Text is validated as it arrives, so invalid UTF-8
@@ -69,7 +75,15 @@ pub(crate) struct Reader {
     assembly: Vec<u8>,
     /// Bytes of `assembly` known to be valid UTF-8 (a text message).
     utf8_valid: usize,
+    /// An empty buffer a message the socket sent came back in (see
+    /// [`Reader::recycle`]), for the next whole-frame message: an echo
+    /// costs no allocation.
+    spare: String,
 }
+
+/// Largest buffer [`Reader::recycle`] keeps: a whole-frame message is at
+/// most the read buffer, 4 KiB by default.
+const SPARE_MAX: usize = 4096;
 
 impl Reader {
     pub(crate) fn new(max_frame: usize, max_message: usize, inflater: Option<Inflater>) -> Reader {
@@ -81,7 +95,43 @@ impl Reader {
             message: None,
             assembly: Vec::new(),
             utf8_valid: 0,
+            spare: String::new(),
         }
+    }
+
+    /// Keeps the buffer of a message that has been sent (or otherwise
+    /// used up), emptied, for the next message decoded from one frame.
+    /// Bounded: only a buffer of at most [`SPARE_MAX`] bytes, and only
+    /// one, is kept.
+    pub(crate) fn recycle(&mut self, message: Message) {
+        let mut buf = match message {
+            Message::Text(text) => text.into_bytes(),
+            Message::Binary(data) => data,
+            _ => return,
+        };
+        if buf.capacity() > SPARE_MAX || buf.capacity() <= self.spare.capacity() {
+            return;
+        }
+        buf.clear();
+        // Empty, so valid UTF-8: this never fails and checks nothing.
+        if let Ok(spare) = String::from_utf8(buf) {
+            self.spare = spare;
+        }
+    }
+
+    /// A whole message from one unmasked frame payload, in the spare
+    /// buffer when there is one.
+    fn whole_message(&mut self, text: bool, payload: &[u8]) -> Result<Message, ProtocolError> {
+        let mut buf = std::mem::take(&mut self.spare);
+        buf.clear();
+        Ok(if text {
+            buf.push_str(utf8(payload).ok_or(INVALID_UTF8)?);
+            Message::Text(buf)
+        } else {
+            let mut data = buf.into_bytes();
+            data.extend_from_slice(payload);
+            Message::Binary(data)
+        })
     }
 
     /// Whether a frame or a fragmented message is part-way in.
@@ -93,6 +143,27 @@ impl Reader {
     /// many bytes it consumed and the event they completed, if any;
     /// `(0, None)` means more input is needed.
     pub(crate) fn decode(&mut self, buf: &mut [u8]) -> Result<(usize, Option<Event>), ProtocolError> {
+        // The fast path: a whole, final, uncompressed text or binary frame
+        // of at most 125 bytes, all in `buf`, between messages (an echo's
+        // every message). Checked byte by byte here rather than through
+        // `decode_header`'s general form; anything else, including every
+        // error, goes the general way below.
+        if self.frame.is_none() && self.message.is_none() {
+            if let [b0 @ (0x81 | 0x82), b1, m0, m1, m2, m3, ..] = *buf {
+                let len = usize::from(b1 & 0x7F);
+                let total = 6 + len;
+                if b1 & 0x80 != 0
+                    && len < 126
+                    && buf.len() >= total
+                    && len as u64 <= self.max_frame
+                    && len <= self.max_message
+                {
+                    let payload = &mut buf[6..total];
+                    unmask(payload, [m0, m1, m2, m3], 0);
+                    return Ok((total, Some(Event::Data(self.whole_message(b0 == 0x81, payload)?))));
+                }
+            }
+        }
         if let Some(frame) = self.frame.as_mut() {
             let n = frame.remaining.min(buf.len() as u64) as usize;
             let piece = &mut buf[..n];
@@ -154,12 +225,7 @@ impl Reader {
                 let total = total as usize;
                 let payload = &mut buf[h.header_len..total];
                 unmask(payload, h.mask, 0);
-                let message = if text {
-                    Message::Text(std::str::from_utf8(payload).map_err(|_| INVALID_UTF8)?.to_owned())
-                } else {
-                    Message::Binary(payload.to_vec())
-                };
-                return Ok((total, Some(Event::Data(message))));
+                return Ok((total, Some(Event::Data(self.whole_message(text, payload)?))));
             }
             self.message = Some(InMessage { text, compressed });
             self.assembly = Vec::new();
@@ -219,6 +285,18 @@ impl Reader {
         } else {
             Message::Binary(data)
         }))
+    }
+}
+
+/// `bytes` as text, if they are UTF-8. ASCII is checked first, a word at
+/// a time: for a short message that is a few instructions where
+/// `str::from_utf8`'s general validation took 75 of an echo's.
+fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
     }
 }
 
@@ -362,5 +440,36 @@ mod tests {
             let mut r = Reader::new(1 << 20, 1000, None);
             assert_eq!(feed(&mut r, input, usize::MAX).map_err(|e| e.code), Err(*code), "{input:?}");
         }
+    }
+
+    #[test]
+    fn the_small_frame_fast_path_keeps_every_check() {
+        // Limits below 125 bytes, invalid UTF-8, and a fast-path frame
+        // while a fragmented message is open.
+        let mut r = Reader::new(50, 1000, None);
+        assert_eq!(
+            feed(&mut r, &frame(0x82, &[0; 60]), usize::MAX).map_err(|e| e.code),
+            Err(CloseCode::TOO_BIG)
+        );
+        let mut r = Reader::new(1000, 50, None);
+        assert_eq!(
+            feed(&mut r, &frame(0x81, &[b'a'; 60]), usize::MAX).map_err(|e| e.code),
+            Err(CloseCode::TOO_BIG)
+        );
+        assert_eq!(feed(&mut reader(), &frame(0x81, &[b'a', 0xFF]), usize::MAX), Err(INVALID_UTF8));
+        let input = [frame(0x01, b"a"), frame(0x81, b"b")].concat();
+        assert_eq!(feed(&mut reader(), &input, usize::MAX).map_err(|e| e.code), Err(CloseCode::PROTOCOL));
+        // Recycled buffers carry later messages, text and binary alike,
+        // and nothing of what they held before.
+        let mut r = reader();
+        r.recycle(Message::Binary(vec![0xFF; 64]));
+        let input = [frame(0x81, "h\u{e9}".as_bytes()), frame(0x82, b"xy")].concat();
+        let events = feed(&mut r, &input, usize::MAX).unwrap();
+        assert_eq!(
+            events,
+            vec![Event::Data(Message::Text("h\u{e9}".into())), Event::Data(Message::Binary(b"xy".to_vec()))]
+        );
+        r.recycle(Message::Binary(vec![0; SPARE_MAX + 1]));
+        assert_eq!(r.spare.capacity(), 0, "a large buffer is not kept");
     }
 }

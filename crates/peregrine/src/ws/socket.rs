@@ -51,12 +51,22 @@ enum Input {
 }
 
 /// Keepalive and idle deadlines, checked lazily: the timer is only reset
-/// when it fires, so input costs one clock read per `read` call.
+/// when it fires, and input is stamped with the worker's coarse clock
+/// ([`Worker::coarse_now`]: two loads, where `Instant::now()` was 35 of
+/// an echo's instructions), so input costs no clock read. The stamp is
+/// late by up to a second, never early: the ping and idle deadlines come
+/// at least their configured time after the last input or data, and at
+/// most about a second more.
 struct Keepalive {
     sleep: Pin<Box<Sleep>>,
+    /// The last input's coarse stamp (at most about a second late).
     last_input: Instant,
+    /// The last data message's coarse stamp.
     last_data: Instant,
     ping_sent: Option<Instant>,
+    /// Input arrived since the last keepalive ping was sent (which the
+    /// coarse stamps cannot tell to the moment).
+    heard: bool,
     /// Whether `sleep` holds a waker for its current deadline.
     armed: bool,
 }
@@ -120,6 +130,7 @@ impl WebSocket {
                 last_input: now,
                 last_data: now,
                 ping_sent: None,
+                heard: false,
                 armed: false,
             }
         });
@@ -352,7 +363,8 @@ impl WebSocket {
             self.timer.arm(Wait::Busy, u64::MAX);
         }
         if let (Input::Bytes, Some(k)) = (&input, &mut self.keepalive) {
-            k.last_input = Instant::now();
+            k.last_input = Instant::from_std(self.worker.coarse_now());
+            k.heard = true;
         }
         input
     }
@@ -363,7 +375,10 @@ impl WebSocket {
         let config = Rc::clone(&self.config);
         let k = self.keepalive.as_mut()?;
         let now = Instant::now();
-        if k.ping_sent.is_some_and(|sent| k.last_input > sent) {
+        // A coarse stamp may lie ahead of now: the input came at the latest now.
+        k.last_input = k.last_input.min(now);
+        k.last_data = k.last_data.min(now);
+        if k.heard {
             k.ping_sent = None;
         }
         if let Some(idle) = config.idle_timeout {
@@ -380,6 +395,7 @@ impl WebSocket {
             (None, Some(interval)) if now >= k.last_input + interval => {
                 send_ping = true;
                 k.ping_sent = Some(now);
+                k.heard = false;
                 Some(now + config.ping_timeout)
             }
             (None, Some(interval)) => Some(k.last_input + interval),
@@ -430,6 +446,8 @@ impl WebSocket {
             Message::Pong(p) => self.encode_control(OpCode::Pong, p),
             Message::Close(_) => {}
         }
+        // The message is copied out: its buffer can carry the next one in.
+        self.reader.recycle(message);
         Ok(())
     }
 
@@ -508,6 +526,7 @@ impl WebSocket {
                 }
             }
             _ => {
+                self.out.reserve(payload.len() + 10);
                 encode_header(&mut self.out, true, false, opcode, payload.len());
                 self.out.extend_from_slice(payload);
             }

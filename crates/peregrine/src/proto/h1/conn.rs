@@ -186,7 +186,7 @@ pub(crate) async fn serve<S: 'static>(
         // Tested before taken: `take` writes the slot back every request.
         if conn.upgrade.is_some() {
             if let Some(on_upgrade) = conn.upgrade.take() {
-                return conn.switch_protocols(stream, on_upgrade).await;
+                return conn.switch_protocols(stream, on_upgrade, registration).await;
             }
         }
         if conn.pending.is_some() && !conn.send_pending(&mut stream).await {
@@ -718,10 +718,17 @@ impl<S: 'static> Conn<S> {
     }
 
     /// Sends the `101` and hands the transport, with whatever the client
-    /// sent after the request, to the new protocol's continuation, which
-    /// runs on this task until it ends. This connection's buffers are
-    /// released first: an idle upgraded connection keeps only its own.
-    async fn switch_protocols(mut self, mut stream: Io, on_upgrade: OnUpgrade) {
+    /// sent after the request, to the new protocol's continuation. This
+    /// connection's buffers are released first: an idle upgraded
+    /// connection keeps only its own.
+    ///
+    /// The continuation runs as a task of its own, which holds the
+    /// connection's registration (through `OnUpgrade::run`), and this one
+    /// ends: awaited here, every poll of a WebSocket went through this
+    /// driver's state machine too (an echo: 2,120 -> 2,069 instructions,
+    /// callgrind), and the finished driver's future stayed allocated for
+    /// the socket's lifetime.
+    async fn switch_protocols(mut self, mut stream: Io, on_upgrade: OnUpgrade, registration: Registration) {
         if self.flush(&mut stream).await.is_err() {
             return;
         }
@@ -736,7 +743,8 @@ impl<S: 'static> Conn<S> {
         drop((rbuf, out, body));
         // The new protocol keeps its own deadlines.
         timer.arm(Wait::Busy, u64::MAX);
-        on_upgrade.run(Upgraded { io: UpgradedIo::Conn(stream), read_ahead, peer, worker, timer }).await;
+        let upgraded = Upgraded { io: UpgradedIo::Conn(stream), read_ahead, peer, worker, timer };
+        tokio::task::spawn_local(on_upgrade.run(upgraded, registration));
     }
 
     /// Queues a server-generated answer after which the connection closes.

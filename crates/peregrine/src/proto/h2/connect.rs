@@ -117,7 +117,7 @@ async fn tunnel<S: 'static>(
         // what the upgraded protocol arms here is read by no sweep.
         timer: Rc::new(ConnTimer::new(-1)),
     };
-    let run = pin!(on_upgrade.run(upgraded));
+    let run = pin!(on_upgrade.run(upgraded, ()));
     let reset = pin!(poll_fn(|cx| match send.try_borrow_mut() {
         Ok(mut send) => send.poll_reset(cx).map(|_| ()),
         // The tunnel holds it only inside its own polls; look next time.
