@@ -414,10 +414,7 @@ fn h2_headers(path: &str) -> Vec<u8> {
         block.push(value.len().min(126) as u8);
         block.extend_from_slice(&value[..value.len().min(126)]);
     }
-    let len = block.len();
-    let mut frame = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, 0x1, 0x5, 0, 0, 0, 1];
-    frame.extend(block);
-    frame
+    h2_frame(0x1, 0x5, 1, &block)
 }
 
 fn list(values: &[f64]) -> String {
