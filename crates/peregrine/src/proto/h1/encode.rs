@@ -368,32 +368,29 @@ impl<'a> Encoder<'a> {
         forbids_body: bool,
         length_line: bool,
     ) -> Result<(), InvalidHeader> {
-        let response_start = self.out.len();
-        if status == StatusCode::OK && length_line {
+        // Extra headers go between `Content-Type` and `Content-Length`, so
+        // only a known head without them is whole.
+        let mut headers = headers.into_iter().peekable();
+        if status == StatusCode::OK && length_line && headers.peek().is_none() {
             if let Some(head) = known_ok_head(content_type) {
-                // Extra headers go between `Content-Type` and
-                // `Content-Length`, so only a head without them is whole.
-                let mut headers = headers.into_iter().peekable();
-                if headers.peek().is_none() {
-                    self.out.extend_from_slice(head);
-                    return Ok(());
-                }
-                return self.start_general(response_start, status, content_type, headers, forbids_body, true);
+                self.out.extend_from_slice(head);
+                return Ok(());
             }
         }
-        self.start_general(response_start, status, content_type, headers, forbids_body, length_line)
+        self.start_general(status, content_type, headers, forbids_body, length_line)
     }
 
-    /// [`Encoder::start`] for heads not in [`known_ok_head`].
+    /// [`Encoder::start`] for heads not in [`known_ok_head`], or with extra
+    /// headers.
     fn start_general<'h>(
         &mut self,
-        response_start: usize,
         status: StatusCode,
         content_type: &str,
         headers: impl IntoIterator<Item = (&'h str, &'h str)>,
         forbids_body: bool,
         length_line: bool,
     ) -> Result<(), InvalidHeader> {
+        let response_start = self.out.len();
         if forbids_body {
             // No content, so nothing to type (RFC 9110 §8.3).
             write_status_line(self.out, status);
