@@ -156,22 +156,22 @@ fn eq_short(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn short_compare_agrees_with_slice_equality() {
         let base = b"/abcdefghijklmnopqrst";
         for n in 0..base.len() {
             let a = &base[..n];
-            assert!(super::eq_short(a, a));
+            assert!(eq_short(a, a));
             for at in 0..n {
                 let mut b = a.to_vec();
                 b[at] ^= 0x20;
-                assert!(!super::eq_short(a, &b), "{n} {at}");
+                assert!(!eq_short(a, &b), "{n} {at}");
             }
-            assert!(!super::eq_short(a, &base[..n + 1]));
+            assert!(!eq_short(a, &base[..n + 1]));
         }
     }
-
-    use super::*;
 
     fn captured(pattern: &str, path: &str) -> Option<Vec<String>> {
         Pattern::parse(pattern).capture(path).map(|(v, n)| v[..n].iter().map(|s| s.to_string()).collect())

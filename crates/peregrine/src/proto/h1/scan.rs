@@ -251,7 +251,7 @@ mod simd {
     /// # Safety
     /// The CPU must support SSSE3.
     #[inline(always)]
-    pub(crate) unsafe fn find_name_end_ssse3(bytes: &[u8]) -> Result<usize, usize> {
+    unsafe fn find_name_end_ssse3(bytes: &[u8]) -> Result<usize, usize> {
         // SAFETY: SSSE3 is available (this function's contract); the
         // tables are 16 bytes each, and loads have no alignment
         // requirement.
@@ -281,7 +281,7 @@ mod simd {
     }
 
     /// [`find_name_end`] with SSE2 alone: range and equality compares.
-    pub(crate) fn find_name_end_sse2(bytes: &[u8]) -> Result<usize, usize> {
+    fn find_name_end_sse2(bytes: &[u8]) -> Result<usize, usize> {
         let mut i = 0;
         while i + 16 <= bytes.len() {
             // SAFETY: as in `find_value_stop`.
@@ -424,12 +424,6 @@ mod tests {
                     bytes[pos] = b;
                     let scalar_value = bytes.iter().position(|&c| is_value_stop(c));
                     assert_eq!(find_value_end(&bytes), scalar_value, "value: byte {b:#x} at {pos} of {len}");
-                    let scalar_name = bytes.iter().position(|&c| is_name_stop(c));
-                    assert_eq!(
-                        find_name_end(&bytes, Ssse3::detect()),
-                        scalar_name,
-                        "name: byte {b:#x} at {pos} of {len}"
-                    );
                     assert_name_paths_agree(&bytes);
                     let scalar_end = bytes.iter().position(|&c| !is_visible(c));
                     let scalar_special =
@@ -444,26 +438,15 @@ mod tests {
         }
     }
 
-    /// Every implementation of the name scan (SSE2, and SSSE3 where the
-    /// CPU has it) against the byte rule, whichever one `find_name_end`
-    /// picks on this machine.
-    #[cfg(target_arch = "x86_64")]
+    /// Every implementation of the name scan (SSE2 without a token, and
+    /// SSSE3 with one where the CPU has it) against the byte rule.
     fn assert_name_paths_agree(bytes: &[u8]) {
         let scalar = bytes.iter().position(|&c| is_name_stop(c));
-        let finish = |found: Result<usize, usize>| match found {
-            Ok(at) => Some(at),
-            Err(scanned) => bytes[scanned..].iter().position(|&b| is_name_stop(b)).map(|i| scanned + i),
-        };
-        assert_eq!(finish(simd::find_name_end_sse2(bytes)), scalar, "sse2: {bytes:?}");
-        if Ssse3::detect().is_some() {
-            // SAFETY: the CPU has SSSE3, checked just above.
-            let found = unsafe { simd::find_name_end_ssse3(bytes) };
-            assert_eq!(finish(found), scalar, "ssse3: {bytes:?}");
+        assert_eq!(find_name_end(bytes, None), scalar, "without SSSE3: {bytes:?}");
+        if let Some(token) = Ssse3::detect() {
+            assert_eq!(find_name_end(bytes, Some(token)), scalar, "with SSSE3: {bytes:?}");
         }
     }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn assert_name_paths_agree(_: &[u8]) {}
 
     /// Random buffers, mostly tchars with now and then anything, so stops
     /// land at every offset of a block and past it.
