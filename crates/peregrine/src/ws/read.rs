@@ -122,8 +122,8 @@ impl Reader {
     /// A whole message from one unmasked frame payload, in the spare
     /// buffer when there is one.
     fn whole_message(&mut self, text: bool, payload: &[u8]) -> Result<Message, ProtocolError> {
+        // Kept empty by `recycle`.
         let mut buf = std::mem::take(&mut self.spare);
-        buf.clear();
         Ok(if text {
             buf.push_str(utf8(payload).ok_or(INVALID_UTF8)?);
             Message::Text(buf)
