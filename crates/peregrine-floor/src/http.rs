@@ -41,7 +41,7 @@ pub fn answer(partial: &mut Vec<u8>, fresh: &[u8], out: &mut Vec<u8>) {
 
 /// Appends one response per request head in `input` to `out` and returns how
 /// many bytes of `input` those heads used (the rest is an unfinished request).
-pub fn respond_to(input: &[u8], out: &mut Vec<u8>) -> usize {
+fn respond_to(input: &[u8], out: &mut Vec<u8>) -> usize {
     let mut consumed = 0;
     while let Some(at) = find(&input[consumed..]) {
         out.extend_from_slice(RESPONSE);
