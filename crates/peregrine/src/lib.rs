@@ -75,6 +75,7 @@ pub mod router;
 pub mod server;
 mod sys;
 pub mod testing;
+mod text;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod upgrade;

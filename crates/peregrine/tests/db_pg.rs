@@ -46,6 +46,32 @@ fn prepared_queries_work() {
 }
 
 #[test]
+fn text_columns_borrow_as_str_and_refuse_null_and_other_types() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        let row_of = config.statement("SELECT $1::text, $2::varchar, NULL::text, 7::int4, 'x'::name");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+
+        for (text, varchar) in [("fortune: No such file", "plain"), ("フレームワークのベンチマーク", "héllo")]
+        {
+            let row = pool.query_one(row_of, &[&text, &varchar]).await.expect("row");
+            assert_eq!(row.try_get_str(0).expect("text"), text);
+            assert_eq!(row.try_get_str(1).expect("varchar"), varchar);
+            assert_eq!(row.try_get_str(4).expect("name"), "x");
+            // The same answer as the generic path.
+            assert_eq!(row.try_get_str(0).expect("text"), row.get::<&str>(0));
+            let null = row.try_get_str(2).expect_err("NULL is not a &str");
+            assert!(null.to_string().contains("NULL"), "{null}");
+            let int = row.try_get_str(3).expect_err("an int4 is not text");
+            assert!(int.to_string().contains("int4"), "{int}");
+            let absent = row.try_get_str(5).expect_err("no sixth column");
+            assert!(absent.to_string().contains("does not exist"), "{absent}");
+        }
+    });
+}
+
+#[test]
 fn query_errors_are_500_and_slow_queries_time_out() {
     run_local(async {
         let mut config = PgConfig::new(database_url());

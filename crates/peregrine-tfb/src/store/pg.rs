@@ -127,7 +127,9 @@ impl PgStore {
 
     pub(super) async fn fortunes(&self) -> Result<Vec<Fortune>, Error> {
         let rows = self.pool.get_or_wait().await?.query(self.statements.fortunes, &[]).await?;
-        rows.iter().map(|row| Ok(Fortune { id: row.try_get(0)?, message: row.try_get(1)? })).collect()
+        rows.iter()
+            .map(|row| Ok(Fortune { id: row.try_get(0)?, message: row.try_get_str(1)?.to_owned() }))
+            .collect()
     }
 
     pub(super) async fn update_worlds(&self, ids: &[i32]) -> Result<Vec<World>, Error> {

@@ -20,6 +20,7 @@
 use super::deflate::{InflateError, Inflater};
 use super::frame::{decode_header, unmask, OpCode};
 use super::{CloseCode, CloseFrame, Message};
+use crate::text::utf8;
 
 /// What a completed frame or message produced.
 #[derive(Debug, PartialEq, Eq)]
@@ -285,18 +286,6 @@ impl Reader {
         } else {
             Message::Binary(data)
         }))
-    }
-}
-
-/// `bytes` as text, if they are UTF-8. ASCII is checked first, a word at
-/// a time: for a short message that is a few instructions where
-/// `str::from_utf8`'s general validation took 75 of an echo's.
-fn utf8(bytes: &[u8]) -> Option<&str> {
-    if bytes.is_ascii() {
-        // SAFETY: every byte is ASCII, and ASCII is valid UTF-8.
-        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
-    } else {
-        std::str::from_utf8(bytes).ok()
     }
 }
 

@@ -140,6 +140,26 @@ impl Row {
         }
     }
 
+    /// Column `idx`, a text column (`text`, `varchar`, `char`, `name`, as
+    /// `&str` accepts), borrowed from the row: [`Row::try_get`]`::<&str>`
+    /// with the UTF-8 check made ASCII-first. Text from the server is
+    /// almost always ASCII, and there `str::from_utf8` cost `/fortunes`
+    /// 1,960 of its 25,788 instructions a request. NULL is an error, as
+    /// for `&str`.
+    pub fn try_get_str(&self, idx: usize) -> Result<&str, Error> {
+        let ty = self.columns.types.get(idx).ok_or_else(|| {
+            Error::query(format!(
+                "column {idx} does not exist: the row has {} columns",
+                self.columns.types.len()
+            ))
+        })?;
+        if !<&str as FromSql>::accepts(ty) {
+            return Err(Error::query(format!("column {idx} has type {ty}, which &str cannot decode")));
+        }
+        let raw = self.raw(idx)?.ok_or_else(|| Error::query(format!("decoding column {idx}: it is NULL")))?;
+        crate::text::utf8(raw).ok_or_else(|| Error::query(format!("decoding column {idx}: not UTF-8")))
+    }
+
     /// The raw bytes of column `idx` (`None` for NULL), found by walking the
     /// length prefixes: rows are narrow, so this beats building an index.
     fn raw(&self, idx: usize) -> Result<Option<&[u8]>, Error> {
