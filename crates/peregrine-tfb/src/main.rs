@@ -244,11 +244,32 @@ async fn updates(State(app): State<App>, Queries(n): Queries) -> Result<Json<Vec
 async fn fortunes_handler(State(app): State<App>) -> Result<Html<String>, Error> {
     let mut fortunes = app.store.fortunes().await?;
     fortunes.push(Fortune { id: 0, message: "Additional fortune added at request time.".into() });
-    fortunes.sort_unstable_by(|a, b| a.message.cmp(&b.message));
+    fortunes.sort_unstable_by(|a, b| by_message(&a.message, &b.message));
     let page = FortunesPage { fortunes: &fortunes }
         .render_once()
         .map_err(|e| Error::internal(format!("template failed: {e}")))?;
     Ok(Html(page))
+}
+
+/// The order of two messages (byte order, as `str`'s `Ord`), with their
+/// first eight bytes compared as one big-endian integer before anything
+/// else: most messages differ there, and sorting `/fortunes`' 13 rows by
+/// `str::cmp` alone took about 1,500 instructions a request, most of them
+/// in `memcmp` calls.
+fn by_message(a: &str, b: &str) -> std::cmp::Ordering {
+    fn prefix(s: &str) -> u64 {
+        if let Some(word) = s.as_bytes().first_chunk::<8>() {
+            return u64::from_be_bytes(*word);
+        }
+        let mut word = [0u8; 8];
+        for (w, b) in word.iter_mut().zip(s.bytes()) {
+            *w = b;
+        }
+        u64::from_be_bytes(word)
+    }
+    // Equal prefixes (or one a zero-padded prefix of the other) fall
+    // through to the full comparison, so the order is exactly `str`'s.
+    prefix(a).cmp(&prefix(b)).then_with(|| a.cmp(b))
 }
 
 /// Serves rows from the worker's cache, reading the misses from the
@@ -522,6 +543,35 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("peregrine-tfb: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::by_message;
+
+    #[test]
+    fn messages_sort_exactly_as_str_orders_them() {
+        let messages = [
+            "fortune: No such file or directory",
+            "A computer scientist is someone who fixes things that aren't broken.",
+            "A computer program does what you tell it to do, not what you want it to do.",
+            "<script>alert(\"This should not be displayed in a browser alert box.\");</script>",
+            "フレームワークのベンチマーク",
+            "Additional fortune added at request time.",
+            "A",
+            "A\0",
+            "A\0\0\0\0\0\0\0x",
+            "A computer",
+            "A comput",
+            "",
+            "é",
+        ];
+        for a in messages {
+            for b in messages {
+                assert_eq!(by_message(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
         }
     }
 }

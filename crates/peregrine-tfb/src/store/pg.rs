@@ -127,9 +127,13 @@ impl PgStore {
 
     pub(super) async fn fortunes(&self) -> Result<Vec<Fortune>, Error> {
         let rows = self.pool.get_or_wait().await?.query(self.statements.fortunes, &[]).await?;
-        rows.iter()
-            .map(|row| Ok(Fortune { id: row.try_get(0)?, message: row.try_get_str(1)?.to_owned() }))
-            .collect()
+        // Room for the fortune the handler adds, so neither collecting
+        // (a fallible iterator gives no size hint) nor that push grows it.
+        let mut fortunes = Vec::with_capacity(rows.len() + 1);
+        for row in &rows {
+            fortunes.push(Fortune { id: row.try_get(0)?, message: row.try_get_str(1)?.to_owned() });
+        }
+        Ok(fortunes)
     }
 
     pub(super) async fn update_worlds(&self, ids: &[i32]) -> Result<Vec<World>, Error> {
