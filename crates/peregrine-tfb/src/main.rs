@@ -35,9 +35,11 @@ use store::{Fortune, Store, StoreConfig, World};
 /// glibc's allocator was 18% of `/fortunes`' user instructions. A/B on this
 /// 2-core VM, one worker on CPU 0, wrk on CPU 1, alternating rounds:
 /// callgrind user instructions per request, fortunes 29,025 -> 25,429, db
-/// 8,844 -> 8,473, queries=20 88,735 -> 86,614, plaintext level; fortunes
-/// +10% requests per server CPU-second (+8% requests/s), the other tests
-/// level. Memory: see [`keep_allocator_memory_lean`]. The library
+/// 8,844 -> 8,473, queries=20 88,735 -> 86,614, plaintext level. Requests
+/// per server CPU-second, 3 rounds each: with mimalloc's defaults fortunes
+/// +10% (+8% requests/s), the other tests level; as configured here
+/// fortunes +5% to +10% and db +4% over two runs, json within the runs'
+/// spread. Memory: see [`keep_allocator_memory_lean`]. The library
 /// itself leaves the choice of allocator to the application.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -443,12 +445,13 @@ fn prepare_database(config: &StoreConfig) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    keep_allocator_memory_lean();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
+    // After the subscriber, so a failure to start its thread is logged.
+    keep_allocator_memory_lean();
     let cli = Cli::parse();
     // Each worker parses its own copy (it is small); check once up front
     // so a broken build fails here with a clear message.

@@ -111,6 +111,14 @@ impl Row {
     /// column does not exist, `T` does not accept its type, or the value is
     /// NULL and `T` is not an `Option`.
     pub fn try_get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Result<T, Error> {
+        let ty = self.column_type_for::<T>(idx)?;
+        let raw = self.raw(idx)?;
+        T::from_sql_nullable(ty, raw)
+            .map_err(|e| Error::query(format!("decoding column {idx}: {e}")).with_source(e))
+    }
+
+    /// The type of column `idx`, when the column exists and `T` accepts it.
+    fn column_type_for<'a, T: FromSql<'a>>(&self, idx: usize) -> Result<&Type, Error> {
         let Some(ty) = self.columns.types.get(idx) else {
             return Err(Error::query(format!(
                 "column {idx} does not exist: the row has {} columns",
@@ -123,9 +131,7 @@ impl Row {
                 std::any::type_name::<T>()
             )));
         }
-        let raw = self.raw(idx)?;
-        T::from_sql_nullable(ty, raw)
-            .map_err(|e| Error::query(format!("decoding column {idx}: {e}")).with_source(e))
+        Ok(ty)
     }
 
     /// [`Row::try_get`] for columns whose shape the caller knows.
@@ -147,15 +153,7 @@ impl Row {
     /// 1,960 of its 25,788 instructions a request. NULL is an error, as
     /// for `&str`.
     pub fn try_get_str(&self, idx: usize) -> Result<&str, Error> {
-        let ty = self.columns.types.get(idx).ok_or_else(|| {
-            Error::query(format!(
-                "column {idx} does not exist: the row has {} columns",
-                self.columns.types.len()
-            ))
-        })?;
-        if !<&str as FromSql>::accepts(ty) {
-            return Err(Error::query(format!("column {idx} has type {ty}, which &str cannot decode")));
-        }
+        self.column_type_for::<&str>(idx)?;
         let raw = self.raw(idx)?.ok_or_else(|| Error::query(format!("decoding column {idx}: it is NULL")))?;
         crate::text::utf8(raw).ok_or_else(|| Error::query(format!("decoding column {idx}: not UTF-8")))
     }
