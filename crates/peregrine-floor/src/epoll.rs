@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::os::raw::c_int;
 
 use crate::http::answer;
-use crate::socket::{check, close, listen, set_int_opt};
+use crate::socket::{check, close, listen, local_addr, set_int_opt};
 
 const READ_BUF: usize = 64 * 1024;
 const MAX_EVENTS: usize = 256;
@@ -28,10 +28,11 @@ struct Conn {
 
 pub fn serve(addr: SocketAddr) -> io::Result<()> {
     let listener = listen(addr, libc::SOCK_NONBLOCK)?;
+    let bound = local_addr(listener)?;
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
     let epfd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll_create1")?;
     epoll_ctl(epfd, libc::EPOLL_CTL_ADD, listener, libc::EPOLLIN as u32)?;
-    eprintln!("peregrine-floor listening on {addr} (epoll)");
+    eprintln!("peregrine-floor listening on {bound} (epoll)");
 
     // Connections are indexed by fd: fds are small dense integers, so a Vec is
     // the cheapest map there is.

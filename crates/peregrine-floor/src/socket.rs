@@ -76,6 +76,16 @@ pub fn set_int_opt(fd: c_int, level: c_int, name: c_int, value: c_int, what: &st
     check(ret, what).map(|_| ())
 }
 
+/// The address a socket is bound to: with port 0 asked for, the one the
+/// kernel picked, which is what callers need to connect to.
+pub fn local_addr(fd: c_int) -> io::Result<SocketAddr> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is an open socket the caller owns; wrapping it in
+    // ManuallyDrop borrows it for one getsockname and never closes it.
+    let listener = mem::ManuallyDrop::new(unsafe { std::net::TcpListener::from_raw_fd(fd) });
+    listener.local_addr()
+}
+
 /// Closes a connection the floor owns.
 pub fn close(fd: c_int) {
     // SAFETY: close takes no pointers; a stale fd at worst gets EBADF.

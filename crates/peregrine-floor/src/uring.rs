@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::http::answer;
-use crate::socket::{close, listen, set_int_opt};
+use crate::socket::{close, listen, local_addr, set_int_opt};
 
 const RING_ENTRIES: u32 = 4096;
 /// Receive buffers in the provided ring (a power of two, as the kernel
@@ -54,6 +54,7 @@ struct Conn {
 
 pub fn serve(addr: SocketAddr) -> io::Result<()> {
     let listener = listen(addr, 0)?;
+    let bound = local_addr(listener)?;
     let (mut ring, taskrun) =
         match IoUring::builder().setup_single_issuer().setup_defer_taskrun().build(RING_ENTRIES) {
             Ok(ring) => (ring, "DEFER_TASKRUN"),
@@ -63,7 +64,7 @@ pub fn serve(addr: SocketAddr) -> io::Result<()> {
             ),
         };
     let mut buffers = ProvidedBuffers::register(&ring)?;
-    eprintln!("peregrine-floor listening on {addr} (io_uring, SINGLE_ISSUER | {taskrun})");
+    eprintln!("peregrine-floor listening on {bound} (io_uring, SINGLE_ISSUER | {taskrun})");
 
     push(&mut ring, &opcode::AcceptMulti::new(types::Fd(listener)).build().user_data(tag(ACCEPT, listener)))?;
     let mut conns: Vec<Conn> = Vec::new();

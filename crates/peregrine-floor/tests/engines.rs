@@ -2,11 +2,11 @@
 //! response, in order, however the bytes are split, with many connections at
 //! once and a burst larger than one receive buffer.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RESPONSE_LEN: usize = 134;
 const REQ: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -20,20 +20,36 @@ impl Drop for Floor {
     }
 }
 
+/// Starts a floor on a port the kernel picks and returns once it listens.
+///
+/// The floor names its bound address itself. Picking a free port here first
+/// (bind to 0, drop, pass it on) raced: the two tests run at once, and a
+/// port freed here can be taken before the floor binds it, leaving a test
+/// talking to the wrong server.
 fn start(engine: &str) -> Floor {
-    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-    let child = Command::new(env!("CARGO_BIN_EXE_peregrine-floor"))
-        .args(["--addr", &format!("127.0.0.1:{port}"), "--engine", engine])
-        .stderr(Stdio::null())
+    let mut child = Command::new(env!("CARGO_BIN_EXE_peregrine-floor"))
+        .args(["--addr", "127.0.0.1:0", "--engine", engine])
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start the floor");
-    let floor = Floor(child, port);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the {engine} floor did not listen");
-        thread::sleep(Duration::from_millis(20));
-    }
-    floor
+    let mut stderr = BufReader::new(child.stderr.take().expect("the floor's stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("the floor's first line");
+    let port = line
+        .strip_prefix("peregrine-floor listening on ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|addr| addr.parse::<SocketAddr>().ok())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|| panic!("the {engine} floor did not listen: {line:?}"));
+    // Keep reading what else it says, so that a full pipe never blocks it.
+    thread::spawn(move || {
+        let mut rest = String::new();
+        while matches!(stderr.read_line(&mut rest), Ok(n) if n > 0) {
+            eprint!("{rest}");
+            rest.clear();
+        }
+    });
+    Floor(child, port)
 }
 
 fn read_exactly(stream: &mut TcpStream, len: usize) -> Vec<u8> {
