@@ -12,6 +12,14 @@ pub struct Config {
     pub workers: usize,
     /// Pin worker `i` to the `i`-th CPU the process may run on.
     pub pin_workers: bool,
+    /// Serve cleartext TCP connections through an io_uring per worker
+    /// rather than epoll readiness: receives and sends become submissions,
+    /// and each loop turn's enter the kernel in one system call. Where the
+    /// kernel refuses io_uring (before Linux 6.12, or forbidden by a
+    /// seccomp filter or `kernel.io_uring_disabled`), the worker logs a
+    /// warning and uses epoll. TLS connections use epoll either way, and
+    /// static files go out with `sendfile(2)` only on epoll. Default: on.
+    pub io_uring: bool,
     /// Listen backlog per worker.
     pub backlog: u32,
     /// Open connections per worker; beyond it new connections are answered
@@ -215,6 +223,7 @@ impl Default for Config {
         Config {
             workers: std::thread::available_parallelism().map(usize::from).unwrap_or(1),
             pin_workers: false,
+            io_uring: true,
             backlog: 4096,
             max_connections_per_worker: 25_000,
             max_head_bytes: 16 * 1024,

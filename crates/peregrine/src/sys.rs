@@ -334,6 +334,13 @@ pub(crate) fn shutdown_read(fd: RawFd) {
     unsafe { libc::shutdown(fd, libc::SHUT_RD) };
 }
 
+/// Ends the write side of a socket (the peer reads end of stream) once
+/// what was sent before has gone. Same contract as [`shutdown_socket`].
+pub(crate) fn shutdown_write(fd: RawFd) {
+    // SAFETY: as in `shutdown_socket`.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
 /// Whether the socket has received bytes not read yet.
 pub(crate) fn has_pending_input(fd: RawFd) -> bool {
     let mut pending: libc::c_int = 0;

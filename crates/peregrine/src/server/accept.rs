@@ -30,6 +30,7 @@ use crate::proto::{h1, h2};
 use crate::router::Router;
 use crate::worker::timer::Wait;
 use crate::worker::transport::Io;
+use crate::worker::uring::Ring;
 use crate::worker::{Registration, Worker, SHUTDOWN_SWEEP};
 
 /// How a listener's connections are served, as each worker holds it.
@@ -52,6 +53,14 @@ impl Role {
                 None => None,
             },
         })
+    }
+
+    /// Whether the listener takes cleartext connections.
+    fn cleartext(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_none();
+        #[cfg(not(feature = "tls"))]
+        true
     }
 
     /// The protocol of a cleartext connection.
@@ -87,9 +96,22 @@ pub(crate) async fn run<S: 'static>(
     alt_svc: Option<http::HeaderValue>,
     others: impl FnOnce(&Rc<Worker>, &Rc<Router<S>>) -> Vec<tokio::task::JoinHandle<()>>,
 ) {
+    let ring = if config.io_uring && listeners.iter().any(|(_, role)| role.cleartext()) {
+        match Ring::new() {
+            Ok(ring) => Some(ring),
+            Err(e) => {
+                tracing::warn!(error = %e, "io_uring is not available; serving with epoll");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut worker = Worker::new(config);
     worker.alt_svc = alt_svc;
+    worker.ring = ring.clone();
     let worker = Rc::new(worker);
+    let ring_task = ring.map(|ring| tokio::task::spawn_local(ring.run()));
     let router = Rc::new(router);
     let others = others(&worker, &router);
     let ticker = tokio::task::spawn_local(tick_forever(Rc::clone(&worker)));
@@ -159,6 +181,9 @@ pub(crate) async fn run<S: 'static>(
         let _ = task.await;
     }
     ticker.abort();
+    if let Some(task) = ring_task {
+        task.abort();
+    }
 }
 
 /// Longest pause after a failed `accept` before trying again.
@@ -208,7 +233,17 @@ fn accept<S: 'static>(
     // the extra state machine between the task and the driver cost every
     // poll, so about 40 instructions a request on unpipelined `/json`
     // (callgrind).
-    let (io, worker, router) = (Io::Tcp(stream), Rc::clone(worker), Rc::clone(router));
+    let io = match &worker.ring {
+        Some(ring) => match stream.into_std().and_then(|stream| ring.adopt(stream)) {
+            Ok(stream) => Io::Uring(stream),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot hand an accepted connection to io_uring");
+                return;
+            }
+        },
+        None => Io::Tcp(stream),
+    };
+    let (worker, router) = (Rc::clone(worker), Rc::clone(router));
     match role.cleartext_protocol() {
         Protocol::Http1 { h2c } => {
             tokio::task::spawn_local(h1::conn::serve(

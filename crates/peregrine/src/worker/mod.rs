@@ -14,6 +14,7 @@ pub(crate) mod timer;
 #[cfg(feature = "tls")]
 pub(crate) mod tls_io;
 pub(crate) mod transport;
+pub(crate) mod uring;
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
@@ -58,6 +59,9 @@ pub(crate) struct Worker {
     /// `Alt-Svc` advertising the server's HTTP/3 listener, for responses
     /// on TLS connections; `None` without one.
     pub(crate) alt_svc: Option<http::HeaderValue>,
+    /// The worker's io_uring, when cleartext connections are served
+    /// through one ([`Config::io_uring`]).
+    pub(crate) ring: Option<Rc<uring::Ring>>,
 }
 
 impl Worker {
@@ -74,6 +78,7 @@ impl Worker {
             shutdown_wakers: RefCell::new(Slab::new()),
             closed: tokio::sync::Notify::new(),
             alt_svc: None,
+            ring: None,
         }
     }
 
@@ -208,7 +213,7 @@ impl Worker {
             let wait = timer.wait.get();
             let expired = (wait != Wait::Busy && timer.deadline.get() <= now)
                 || (!closing && self.too_slow(timer, wait));
-            if expired || (closing && idle_since_last_sweep(timer)) {
+            if expired || (closing && idle_since_last_sweep(timer, self.ring.as_deref())) {
                 // A slow request head or body gets its `408` from the
                 // connection's driver: ending only the read side wakes its
                 // pending read with end of input and leaves the socket
@@ -220,7 +225,7 @@ impl Worker {
                 if expired && matches!(wait, Wait::Head | Wait::Body) {
                     timer.expired.set(true);
                     sys::shutdown_read(timer.fd);
-                } else if sys::unsent_bytes(timer.fd) > 0 {
+                } else if self.unsent_bytes(timer.fd) > 0 {
                     sys::abort_socket(timer.fd);
                 } else {
                     sys::shutdown_socket(timer.fd);
@@ -232,6 +237,13 @@ impl Worker {
 }
 
 impl Worker {
+    /// Response bytes written to the connection on `fd` that have not
+    /// left: what its socket holds, and what the worker's io_uring has yet
+    /// to hand it.
+    fn unsent_bytes(&self, fd: RawFd) -> u64 {
+        sys::unsent_bytes(fd) + self.ring.as_ref().map_or(0, |ring| ring.unsent_bytes(fd))
+    }
+
     /// Counts one more second of the connection's transfer waiting on the
     /// client, and says whether it now falls short of its minimum rate.
     /// For a response, bytes still in the kernel's send buffer do not
@@ -248,7 +260,7 @@ impl Worker {
             _ => return false,
         };
         let Some(rate) = rate else { return false };
-        if wait == Wait::Drain && sys::unsent_bytes(timer.fd) == 0 {
+        if wait == Wait::Drain && self.unsent_bytes(timer.fd) == 0 {
             // The client took it all: an ordinary idle connection now.
             timer.wait.set(Wait::Idle);
             return false;
@@ -260,7 +272,7 @@ impl Worker {
         }
         let mut moved = timer.transferred.get();
         if wait != Wait::Body && !rate.falls_short(moved, waited) {
-            moved = moved.saturating_sub(sys::unsent_bytes(timer.fd));
+            moved = moved.saturating_sub(self.unsent_bytes(timer.fd));
         }
         rate.falls_short(moved, waited)
     }
@@ -297,12 +309,18 @@ fn release_free_memory_once_a_second() {
 /// least [`SHUTDOWN_SWEEP`] apart) found it idle in the same waiting
 /// period; a busy client's next request is answered with
 /// `Connection: close` instead, and the connection ends by itself.
-fn idle_since_last_sweep(timer: &ConnTimer) -> bool {
-    if timer.wait.get() != Wait::Idle || sys::has_pending_input(timer.fd) {
+fn idle_since_last_sweep(timer: &ConnTimer, ring: Option<&uring::Ring>) -> bool {
+    if timer.wait.get() != Wait::Idle || has_pending_input(ring, timer.fd) {
         timer.seen_idle.set(false);
         return false;
     }
     timer.seen_idle.replace(true)
+}
+
+/// Whether the connection on `fd` has received bytes not read yet, in its
+/// socket or in the worker's io_uring.
+fn has_pending_input(ring: Option<&uring::Ring>, fd: RawFd) -> bool {
+    sys::has_pending_input(fd) || ring.is_some_and(|ring| ring.has_received(fd))
 }
 
 /// Interval between shutdown sweeps: how long a connection must stay idle

@@ -1,7 +1,8 @@
 //! The byte stream a connection is served over.
 //!
-//! In a running server this is a TCP socket, or a TLS session over one on a
-//! TLS listener. With the `fuzzing` feature it can also be an in-memory
+//! In a running server this is a TCP socket (read and written through epoll
+//! readiness, or through the worker's io_uring, see [`super::uring`]), or a
+//! TLS session over one on a TLS listener. With the `fuzzing` feature it can also be an in-memory
 //! pipe, so the connection state machine can be driven with arbitrary
 //! bytes, split at arbitrary points, without sockets or timing in the way
 //! (see [`crate::fuzzing`]).
@@ -22,6 +23,8 @@ use tokio::net::TcpStream;
 /// A connection's transport.
 pub(crate) enum Io {
     Tcp(TcpStream),
+    /// A cleartext TCP socket served through the worker's io_uring.
+    Uring(super::uring::UringStream),
     #[cfg(feature = "tls")]
     Tls(Box<super::tls_io::TlsIo>),
     #[cfg(feature = "fuzzing")]
@@ -35,6 +38,7 @@ impl Io {
     pub(crate) fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Io::Tcp(s) => Some(s),
+            Io::Uring(_) => None,
             #[cfg(feature = "tls")]
             Io::Tls(_) => None,
             #[cfg(feature = "fuzzing")]
@@ -51,6 +55,7 @@ impl AsyncRead for Io {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Uring(s) => Pin::new(s).poll_read(cx, buf),
             #[cfg(feature = "tls")]
             Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             #[cfg(feature = "fuzzing")]
@@ -64,6 +69,7 @@ impl AsyncWrite for Io {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Uring(s) => Pin::new(s).poll_write(cx, buf),
             #[cfg(feature = "tls")]
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             #[cfg(feature = "fuzzing")]
@@ -83,6 +89,7 @@ impl AsyncWrite for Io {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Uring(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             #[cfg(feature = "tls")]
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
             #[cfg(feature = "fuzzing")]
@@ -94,6 +101,7 @@ impl AsyncWrite for Io {
     fn is_write_vectored(&self) -> bool {
         match self {
             Io::Tcp(s) => s.is_write_vectored(),
+            Io::Uring(s) => s.is_write_vectored(),
             #[cfg(feature = "tls")]
             Io::Tls(s) => s.is_write_vectored(),
             #[cfg(feature = "fuzzing")]
@@ -105,6 +113,7 @@ impl AsyncWrite for Io {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Io::Uring(s) => Pin::new(s).poll_flush(cx),
             #[cfg(feature = "tls")]
             Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
             #[cfg(feature = "fuzzing")]
@@ -116,6 +125,7 @@ impl AsyncWrite for Io {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Uring(s) => Pin::new(s).poll_shutdown(cx),
             #[cfg(feature = "tls")]
             Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             #[cfg(feature = "fuzzing")]

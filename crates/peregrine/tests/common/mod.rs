@@ -85,9 +85,12 @@ pub fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
 }
 
 /// One worker, so every test also checks that connections sharing a worker
-/// do not disturb each other.
+/// do not disturb each other. On the default event loop (io_uring), or on
+/// epoll when `PEREGRINE_TEST_EPOLL` is set: `scripts/test` runs the HTTP
+/// suites both ways.
 pub fn config() -> Config {
-    Config { workers: 1, ..Config::default() }
+    let io_uring = std::env::var_os("PEREGRINE_TEST_EPOLL").is_none();
+    Config { workers: 1, io_uring, ..Config::default() }
 }
 
 pub fn start(config: Config) -> ServerHandle {
@@ -151,6 +154,11 @@ impl Client {
         // split.
         stream.set_nodelay(true).unwrap();
         stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
+    /// A client over a connection opened elsewhere.
+    pub fn from_stream(stream: TcpStream) -> Client {
         Client { stream, buf: Vec::new() }
     }
 

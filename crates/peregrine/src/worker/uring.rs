@@ -1,0 +1,819 @@
+//! A worker's io_uring: the byte stream of cleartext TCP connections when
+//! [`Config::io_uring`](crate::Config::io_uring) is on (the default).
+//!
+//! Why: with epoll readiness every request costs a `recvfrom` and a
+//! `sendto`, each a system call of its own. Here a connection's receive and
+//! send are submissions, and everything a loop turn queued enters the
+//! kernel in one `io_uring_enter` at the end of the turn (see
+//! [`Ring::run`]). On this machine, one worker on CPU 0 and wrk on CPU 1,
+//! 256 connections (`lab/uring-ab.toml`), requests per server CPU-second
+//! against the same build on epoll: `/json` 1.19x, reaching 0.91 of the
+//! bare io_uring responder; pipelined `/plaintext` level (0.96x to 1.05x
+//! over two runs); WebSocket echo at 16,384 connections 1.25x actix-ws,
+//! where epoll was level with it.
+//!
+//! How it fits under tokio: the ring's file descriptor is registered with
+//! the worker's reactor like any socket, and the ring's own task, woken
+//! when completions arrive, hands each to its connection and wakes the
+//! task waiting on it. Connection drivers see an `AsyncRead + AsyncWrite`
+//! like any other transport ([`UringStream`]), so nothing above knows. The
+//! ring is set up with `COOP_TASKRUN`: without it the kernel interrupted
+//! the worker for every completion, and `/json` ran at 0.72x of epoll.
+//!
+//! Memory stays bounded as with epoll, and one connection cannot take
+//! what others need:
+//! - a receive is armed only while the connection's reader waits for
+//!   input, and takes at most [`MAX_RECV`] bytes: a connection that does
+//!   not read leaves its input in its own socket buffer, as with epoll.
+//!   (Multishot receives, armed once per connection, kept taking input for
+//!   readers that had stopped: an HTTP/2 ping flood from a client that
+//!   never read filled every buffer and starved the other connections.)
+//! - receive buffers belong to the worker, not to connections: an idle
+//!   connection holds none. They are consumed incrementally
+//!   (`IOU_PBUF_RING_INC`, Linux 6.12): receives are packed one after
+//!   another into a large buffer, so a 5-byte WebSocket message takes 11
+//!   bytes of it, not a buffer of its own. With whole 4 KiB buffers, 1,024
+//!   of them, 16,384 WebSocket connections ran out of buffers all the time
+//!   and echoed 0.65x actix-ws's messages per CPU-second;
+//! - when every buffer is taken anyway, a receive ends with `ENOBUFS` and
+//!   is armed again at the end of the turn, once readers have returned
+//!   buffers;
+//! - a write waits while the connection's previous send is in flight and
+//!   takes at most [`MAX_SEND`] bytes.
+//!
+//! A connection's slot outlives its stream while the kernel still uses
+//! it: dropped with a send in flight, that send completes (as `close` on a
+//! socket would send what it holds) and the descriptor is closed after;
+//! dropped with a receive armed, the receive is cancelled first.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use slab::Slab;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Submission queue entries.
+const RING_ENTRIES: u32 = 1024;
+/// Completion queue entries (16 bytes each): room for a completion from
+/// each of many connections at once, so multishot receives are not ended
+/// by an overflowing queue.
+const COMPLETION_ENTRIES: u32 = 16384;
+/// Submissions queued before they are entered without waiting for the
+/// turn to end: a long run of ready tasks should not hold sends back.
+const SUBMIT_BATCH: usize = 256;
+/// Receive buffers in the provided ring (a power of two, as the kernel
+/// requires) and the size of each, filled incrementally: 8 MiB a worker,
+/// touched only as used.
+const BUFFERS: u16 = 256;
+const BUFFER_LEN: usize = 32 * 1024;
+const GROUP: u16 = 0;
+/// `IOU_PBUF_RING_INC`: the kernel consumes a provided buffer a receive at
+/// a time rather than whole.
+const PBUF_RING_INC: u16 = 2;
+/// `IORING_CQE_F_BUF_MORE`: the kernel goes on filling the buffer of this
+/// completion.
+const CQE_F_BUF_MORE: u32 = 1 << 4;
+/// The most one receive takes.
+const MAX_RECV: usize = 16 * 1024;
+/// `IORING_RECVSEND_POLL_FIRST`: a receive is armed when its reader has
+/// just read everything, so the kernel waits for data before trying.
+const RECVSEND_POLL_FIRST: u16 = 1;
+/// The most one send takes. A write waits while its connection's previous
+/// send is in flight, so output the kernel has not taken stays bounded by
+/// this plus `TCP_NOTSENT_LOWAT`, as with epoll (where a write takes what
+/// the socket takes), and the minimum response rate sees the client's
+/// real progress (with [`Ring::unsent_bytes`]).
+const MAX_SEND: usize = 64 * 1024;
+/// Send buffers above this are not kept after their send completes.
+const KEEP_SEND_CAPACITY: usize = 16 * 1024;
+
+const NO_SLOT: usize = usize::MAX;
+
+const RECV: u64 = 1;
+const SEND: u64 = 2;
+const CANCEL: u64 = 3;
+
+fn tag(kind: u64, key: usize) -> u64 {
+    (key as u64) << 8 | kind
+}
+
+/// One worker's ring and every connection it serves.
+pub(crate) struct Ring {
+    /// The ring's descriptor in the reactor: readable when completions
+    /// wait. Declared first, so it is deregistered before `inner` closes
+    /// the descriptor.
+    fd: AsyncFd<RingFd>,
+    inner: RefCell<Inner>,
+}
+
+/// The ring's file descriptor, as the reactor sees it (the `IoUring`
+/// owns and closes it).
+struct RingFd(RawFd);
+
+impl AsRawFd for RingFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+struct Inner {
+    ring: IoUring,
+    slots: Slab<Slot>,
+    /// Slot keys by file descriptor ([`NO_SLOT`] where none), for the
+    /// worker's sweep, which knows connections by descriptor.
+    by_fd: Vec<usize>,
+    buffers: ProvidedBuffers,
+    /// Slots whose receive ended for want of a buffer, armed again at the
+    /// next submission.
+    starved: Vec<usize>,
+    /// Completions of one reaping, copied out so the ring can take new
+    /// submissions while they are handled.
+    done: Vec<(u64, i32, u32)>,
+    /// Wakers to call once the borrow is released.
+    wake: Vec<Waker>,
+    /// The ring's own task ([`Ring::run`]), and whether it has been woken
+    /// to enter queued submissions.
+    task: Option<Waker>,
+    submit_scheduled: bool,
+}
+
+/// A connection's state, owned by the ring.
+struct Slot {
+    fd: RawFd,
+    /// Received and not yet read, in order; the first has had `offset`
+    /// bytes read.
+    received: VecDeque<Segment>,
+    offset: usize,
+    recv_armed: bool,
+    /// A cancellation of the receive is in flight.
+    cancelling: bool,
+    /// How the receive ended for good: `Some(0)` at end of stream,
+    /// `Some(-errno)` on an error.
+    recv_end: Option<i32>,
+    read_waker: Option<Waker>,
+    /// What the kernel is sending now; untouched until the send completes.
+    sending: Vec<u8>,
+    sent: usize,
+    send_in_flight: bool,
+    send_error: Option<i32>,
+    write_waker: Option<Waker>,
+    /// The stream is gone; the slot lives until the kernel is done with it.
+    dropped: bool,
+}
+
+impl Slot {
+    fn new(fd: RawFd) -> Slot {
+        Slot {
+            fd,
+            received: VecDeque::new(),
+            offset: 0,
+            recv_armed: false,
+            cancelling: false,
+            recv_end: None,
+            read_waker: None,
+            sending: Vec::new(),
+            sent: 0,
+            send_in_flight: false,
+            send_error: None,
+            write_waker: None,
+            dropped: false,
+        }
+    }
+}
+
+impl Ring {
+    /// Sets a ring up for this thread, or says why the kernel refused: no
+    /// io_uring, one older than Linux 6.12 (incrementally consumed
+    /// buffers), or io_uring forbidden (a seccomp filter, as Docker's
+    /// default profile, or `kernel.io_uring_disabled`).
+    pub(crate) fn new() -> io::Result<Rc<Ring>> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .setup_clamp()
+            .setup_cqsize(COMPLETION_ENTRIES)
+            .build(RING_ENTRIES)?;
+        if !ring.params().is_feature_nodrop() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the kernel's io_uring may drop completions",
+            ));
+        }
+        let buffers = ProvidedBuffers::register(&ring)?;
+        // SAFETY: the descriptor is the ring's, open until the `IoUring`
+        // in `inner` drops, which is after this `AsyncFd` (field order).
+        let fd = unsafe {
+            AsyncFd::register_with_interest(RingFd(ring.as_raw_fd()), tokio::io::Interest::READABLE)
+        }?;
+        let ring = Rc::new(Ring {
+            inner: RefCell::new(Inner {
+                ring,
+                slots: Slab::new(),
+                by_fd: Vec::new(),
+                buffers,
+                starved: Vec::new(),
+                done: Vec::with_capacity(2 * RING_ENTRIES as usize),
+                wake: Vec::new(),
+                task: None,
+                submit_scheduled: false,
+            }),
+            fd,
+        });
+        Ok(ring)
+    }
+
+    /// The ring's own task, for as long as the worker runs: hands
+    /// completions to their connections (waking the tasks waiting on
+    /// them), and enters what the loop turn has queued.
+    ///
+    /// The first submission queued after an entry wakes this task, so it
+    /// runs after the tasks already scheduled, which queue theirs too: a
+    /// turn's submissions go in together. (Entering from the runtime's
+    /// park hook instead left them waiting whenever some task kept
+    /// yielding, for the runtime then never parks: an HTTP/2 ping flood
+    /// kept a new connection's first receive from being entered.)
+    pub(crate) async fn run(self: Rc<Self>) {
+        std::future::poll_fn(|cx| loop {
+            match self.fd.poll_read_ready(cx) {
+                // Readiness is cleared before the queue is read: a
+                // completion posted after this point raises it again.
+                Poll::Ready(Ok(mut guard)) => {
+                    guard.clear_ready();
+                    self.reap();
+                    continue;
+                }
+                Poll::Ready(Err(e)) => {
+                    tracing::error!(error = %e, "the io_uring descriptor failed in the reactor");
+                    return Poll::Ready(());
+                }
+                Poll::Pending => {}
+            }
+            let mut inner = self.inner.borrow_mut();
+            match &inner.task {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => inner.task = Some(cx.waker().clone()),
+            }
+            inner.submit();
+            return Poll::Pending;
+        })
+        .await
+    }
+
+    /// Serves `stream` through the ring from now on.
+    pub(crate) fn adopt(self: &Rc<Self>, stream: std::net::TcpStream) -> io::Result<UringStream> {
+        // Blocking mode: an operation on a non-blocking socket may end
+        // with EAGAIN instead of waiting in the ring for readiness.
+        stream.set_nonblocking(false)?;
+        let fd = stream.into_raw_fd();
+        let mut inner = self.inner.borrow_mut();
+        let key = inner.slots.insert(Slot::new(fd));
+        let index = fd as usize;
+        if inner.by_fd.len() <= index {
+            inner.by_fd.resize(index + 1, NO_SLOT);
+        }
+        inner.by_fd[index] = key;
+        Ok(UringStream { ring: Rc::clone(self), key })
+    }
+
+    /// Output written to the connection on `fd` that the kernel has not
+    /// taken yet (the rest of its send in flight).
+    pub(crate) fn unsent_bytes(&self, fd: RawFd) -> u64 {
+        let inner = self.inner.borrow();
+        match inner.slot_of(fd) {
+            Some(slot) if slot.send_in_flight => (slot.sending.len() - slot.sent) as u64,
+            _ => 0,
+        }
+    }
+
+    /// Whether the connection on `fd` has received bytes its reader has
+    /// not read yet.
+    pub(crate) fn has_received(&self, fd: RawFd) -> bool {
+        let inner = self.inner.borrow();
+        inner.slot_of(fd).is_some_and(|slot| !slot.received.is_empty())
+    }
+
+    fn reap(&self) {
+        let mut wake = {
+            let mut inner = self.inner.borrow_mut();
+            let inner = &mut *inner;
+            loop {
+                inner.done.clear();
+                inner.done.extend(inner.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+                if inner.done.is_empty() {
+                    break;
+                }
+                let done = std::mem::take(&mut inner.done);
+                for &(data, res, flags) in &done {
+                    inner.complete(data, res, flags);
+                }
+                inner.done = done;
+            }
+            std::mem::take(&mut inner.wake)
+        };
+        for waker in wake.drain(..) {
+            waker.wake();
+        }
+        // Keep the vector's capacity for the next reaping.
+        let mut inner = self.inner.borrow_mut();
+        if inner.wake.capacity() < wake.capacity() {
+            inner.wake = wake;
+        }
+    }
+
+    fn release(&self, key: usize) {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.slots.get_mut(key) else { return };
+        slot.dropped = true;
+        slot.read_waker = None;
+        slot.write_waker = None;
+        for segment in slot.received.drain(..) {
+            inner.buffers.release(segment.bid);
+        }
+        if slot.recv_armed && !slot.cancelling {
+            slot.cancelling = true;
+            let cancel = opcode::AsyncCancel::new(tag(RECV, key)).build().user_data(tag(CANCEL, key));
+            inner.push(&cancel);
+        }
+        inner.free_if_done(key);
+    }
+}
+
+impl Inner {
+    fn slot_of(&self, fd: RawFd) -> Option<&Slot> {
+        let key = *self.by_fd.get(usize::try_from(fd).ok()?)?;
+        self.slots.get(key).filter(|slot| slot.fd == fd && !slot.dropped)
+    }
+
+    /// Queues one submission, entering the kernel first if the queue is
+    /// full, and entering a large batch at once.
+    fn push(&mut self, entry: &squeue::Entry) {
+        loop {
+            // SAFETY: every buffer an entry points to outlives its
+            // operation: receives use the provided ring, which lives as long
+            // as the `IoUring` (dropped after it, see `ProvidedBuffers`); a
+            // send points into its slot's `sending`, which is neither
+            // changed nor dropped until the send's completion arrives (a
+            // slot is freed only with no operation in flight).
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                break;
+            }
+            self.enter();
+        }
+        if self.ring.submission().len() >= SUBMIT_BATCH {
+            self.enter();
+        } else if !self.submit_scheduled {
+            self.submit_scheduled = true;
+            if let Some(task) = &self.task {
+                task.wake_by_ref();
+            }
+        }
+    }
+
+    /// Enters everything queued, after arming the receives that ran out
+    /// of buffers.
+    fn submit(&mut self) {
+        self.rearm_starved();
+        self.submit_scheduled = false;
+        if !self.ring.submission().is_empty() {
+            self.enter();
+        }
+    }
+
+    fn enter(&mut self) {
+        match self.ring.submit() {
+            Ok(_) => {}
+            // Interrupted, or the completion queue is full: what was not
+            // taken stays queued for the next turn.
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
+            }
+            Err(e) => tracing::error!(error = %e, "io_uring_enter failed"),
+        }
+    }
+
+    fn arm_receive(&mut self, key: usize) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        slot.recv_armed = true;
+        let fd = slot.fd;
+        let recv = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), MAX_RECV as u32)
+            .buf_group(GROUP)
+            .ioprio(RECVSEND_POLL_FIRST)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT);
+        self.push(&recv.user_data(tag(RECV, key)));
+    }
+
+    fn rearm_starved(&mut self) {
+        while let Some(key) = self.starved.pop() {
+            if let Some(slot) = self.slots.get(key) {
+                if !slot.dropped && !slot.recv_armed && slot.recv_end.is_none() {
+                    self.arm_receive(key);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, key: usize) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        let rest = &slot.sending[slot.sent..];
+        let entry = opcode::Send::new(types::Fd(slot.fd), rest.as_ptr(), rest.len() as u32).build();
+        slot.send_in_flight = true;
+        self.push(&entry.user_data(tag(SEND, key)));
+    }
+
+    fn complete(&mut self, data: u64, res: i32, flags: u32) {
+        let key = (data >> 8) as usize;
+        match data & 0xff {
+            RECV => self.received(key, res, flags),
+            SEND => self.sent(key, res),
+            _ => {}
+        }
+    }
+
+    fn received(&mut self, key: usize, res: i32, flags: u32) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        slot.recv_armed = false;
+        if let Some(bid) = cqueue::buffer_select(flags) {
+            let segment = self.buffers.filled(bid, res.max(0) as u32, flags & CQE_F_BUF_MORE != 0);
+            if slot.dropped || res <= 0 {
+                self.buffers.release(bid);
+            } else {
+                slot.received.push_back(segment);
+            }
+        }
+        if res == -libc::ENOBUFS {
+            // Every buffer is taken: armed again once the turn's readers
+            // have given some back.
+            self.starved.push(key);
+        } else if res <= 0 && res != -libc::ECANCELED {
+            // End of stream, or an error: for good.
+            slot.recv_end = Some(res);
+        }
+        if res != -libc::ENOBUFS {
+            if let Some(waker) = slot.read_waker.take() {
+                self.wake.push(waker);
+            }
+        }
+        self.free_if_done(key);
+    }
+
+    fn sent(&mut self, key: usize, res: i32) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        slot.send_in_flight = false;
+        if res <= 0 {
+            // The peer is gone (a send of something never returns 0
+            // otherwise): drop the output and report it to the writer.
+            slot.send_error = Some(if res == 0 { -libc::EPIPE } else { res });
+            slot.sending.clear();
+            slot.sent = 0;
+        } else {
+            slot.sent += res as usize;
+            if slot.sent >= slot.sending.len() {
+                slot.sent = 0;
+                slot.sending.clear();
+                if slot.sending.capacity() > KEEP_SEND_CAPACITY {
+                    slot.sending = Vec::new();
+                }
+            }
+        }
+        if let Some(waker) = slot.write_waker.take() {
+            self.wake.push(waker);
+        }
+        if !slot.sending.is_empty() {
+            self.send(key);
+        } else {
+            self.free_if_done(key);
+        }
+    }
+
+    /// Closes a dropped connection once the kernel holds nothing of it.
+    fn free_if_done(&mut self, key: usize) {
+        let Some(slot) = self.slots.get(key) else { return };
+        if slot.dropped && !slot.recv_armed && !slot.send_in_flight {
+            let slot = self.slots.remove(key);
+            if let Some(entry) = self.by_fd.get_mut(slot.fd as usize) {
+                if *entry == key {
+                    *entry = NO_SLOT;
+                }
+            }
+            for segment in slot.received {
+                self.buffers.release(segment.bid);
+            }
+            // SAFETY: the slot owned the descriptor and nothing in the ring
+            // refers to it any more.
+            unsafe { libc::close(slot.fd) };
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.slots.is_empty() {
+            return;
+        }
+        // Connections whose operations were still in flight when the worker
+        // stopped. Closing the ring cancels those operations, but the
+        // kernel finishes tearing it down in the background: their receive
+        // buffers are leaked rather than freed under it, and their sockets
+        // closed (the ring holds its own reference until then).
+        std::mem::forget(std::mem::take(&mut self.buffers.data));
+        for slot in self.slots.drain() {
+            // SAFETY: the slot owned the descriptor; the ring's references
+            // to the socket are its own.
+            unsafe { libc::close(slot.fd) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring").field("fd", &self.fd.get_ref().0).finish_non_exhaustive()
+    }
+}
+
+/// A cleartext TCP connection served through the worker's ring.
+pub(crate) struct UringStream {
+    ring: Rc<Ring>,
+    key: usize,
+}
+
+impl Drop for UringStream {
+    fn drop(&mut self) {
+        self.ring.release(self.key);
+    }
+}
+
+impl AsyncRead for UringStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let mut inner = this.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.slots.get_mut(this.key) else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        if !slot.received.is_empty() {
+            while buf.remaining() > 0 {
+                let Some(&segment) = slot.received.front() else { break };
+                let data = &inner.buffers.bytes(segment)[slot.offset..];
+                let n = data.len().min(buf.remaining());
+                buf.put_slice(&data[..n]);
+                slot.offset += n;
+                if slot.offset == segment.len as usize {
+                    slot.received.pop_front();
+                    slot.offset = 0;
+                    inner.buffers.release(segment.bid);
+                }
+            }
+            return Poll::Ready(Ok(()));
+        }
+        match slot.recv_end {
+            Some(0) => return Poll::Ready(Ok(())),
+            Some(err) => return Poll::Ready(Err(io::Error::from_raw_os_error(-err))),
+            None => {}
+        }
+        match &slot.read_waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => slot.read_waker = Some(cx.waker().clone()),
+        }
+        if !slot.recv_armed {
+            inner.arm_receive(this.key);
+        }
+        Poll::Pending
+    }
+}
+
+impl UringStream {
+    /// Takes up to [`MAX_SEND`] bytes of `bufs` into the connection's send
+    /// buffer and queues their send, once the previous send has completed.
+    fn poll_send(&mut self, cx: &mut Context<'_>, bufs: &[&[u8]]) -> Poll<io::Result<usize>> {
+        let mut inner = self.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.slots.get_mut(self.key) else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        if let Some(err) = slot.send_error {
+            return Poll::Ready(Err(io::Error::from_raw_os_error(-err)));
+        }
+        if slot.send_in_flight {
+            match &slot.write_waker {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => slot.write_waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        slot.sending.clear();
+        slot.sent = 0;
+        let mut room = MAX_SEND;
+        for buf in bufs {
+            let n = buf.len().min(room);
+            slot.sending.extend_from_slice(&buf[..n]);
+            room -= n;
+            if room == 0 {
+                break;
+            }
+        }
+        let taken = slot.sending.len();
+        if taken > 0 {
+            inner.send(self.key);
+        }
+        Poll::Ready(Ok(taken))
+    }
+}
+
+impl AsyncWrite for UringStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_send(cx, &[data])
+    }
+
+    /// The slices go out in one send, as `writev` would send them.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut slices = [&[][..]; 16];
+        let n = bufs.len().min(slices.len());
+        for (slice, buf) in slices.iter_mut().zip(bufs) {
+            *slice = buf;
+        }
+        self.get_mut().poll_send(cx, &slices[..n])
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    /// Output is handed to the kernel as it is written.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let inner = this.ring.inner.borrow();
+        match inner.slots.get(this.key).and_then(|slot| slot.send_error) {
+            Some(err) => Poll::Ready(Err(io::Error::from_raw_os_error(-err))),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Waits for every byte written to be sent, then ends the write side.
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let mut inner = this.ring.inner.borrow_mut();
+        let Some(slot) = inner.slots.get_mut(this.key) else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        if let Some(err) = slot.send_error {
+            return Poll::Ready(Err(io::Error::from_raw_os_error(-err)));
+        }
+        if slot.send_in_flight {
+            slot.write_waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        crate::sys::shutdown_write(slot.fd);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Received bytes: `len` of them at `start` in buffer `bid`.
+#[derive(Clone, Copy)]
+struct Segment {
+    bid: u16,
+    start: u32,
+    len: u32,
+}
+
+/// The ring of receive buffers the kernel picks from, registered with the
+/// ring as buffer group [`GROUP`] and consumed incrementally: the kernel
+/// packs receives into a buffer until it is full, saying in each
+/// completion whether it goes on using it.
+///
+/// A buffer goes back to the kernel when the kernel has finished with it
+/// and every segment received into it has been read (or its connection
+/// dropped). Unregistered with the ring: `Inner` declares it after the
+/// `IoUring`, and dropping the ring (closing its descriptor) ends every
+/// operation first, so the kernel never writes into freed memory.
+struct ProvidedBuffers {
+    entries: *mut types::BufRingEntry,
+    ring_bytes: usize,
+    data: Box<[u8]>,
+    tail: u16,
+    /// Per buffer: where the kernel's next receive into it starts.
+    filled_to: Vec<u32>,
+    /// Per buffer: segments received into it and not yet released.
+    in_use: Vec<u32>,
+    /// Per buffer: the kernel has finished with it.
+    kernel_done: Vec<bool>,
+}
+
+impl ProvidedBuffers {
+    fn register(ring: &IoUring) -> io::Result<Self> {
+        let ring_bytes = BUFFERS as usize * std::mem::size_of::<types::BufRingEntry>();
+        // SAFETY: an anonymous private mapping takes no pointers; the result
+        // is checked. mmap memory is page-aligned and zeroed, as the kernel
+        // requires of a buffer ring (its tail starts at 0).
+        let entries = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ring_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_ANONYMOUS | libc::MAP_PRIVATE,
+                -1,
+                0,
+            )
+        };
+        if entries == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut this = ProvidedBuffers {
+            entries: entries.cast(),
+            ring_bytes,
+            data: vec![0u8; BUFFERS as usize * BUFFER_LEN].into_boxed_slice(),
+            tail: 0,
+            filled_to: vec![0; BUFFERS as usize],
+            in_use: vec![0; BUFFERS as usize],
+            kernel_done: vec![false; BUFFERS as usize],
+        };
+        // SAFETY: the mapping is page-aligned, BUFFERS entries long, and
+        // unmapped only after the ring that reads it is closed (`Drop`).
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(entries as u64, BUFFERS, GROUP, PBUF_RING_INC)
+        }
+        .map_err(|e| io::Error::new(e.kind(), format!("registering the receive buffer ring: {e}")))?;
+        for bid in 0..BUFFERS {
+            this.add(bid);
+        }
+        this.publish();
+        Ok(this)
+    }
+
+    /// Records a receive of `len` bytes into buffer `bid`, which the kernel
+    /// goes on using if `more`, and returns where they are. The segment
+    /// counts as in use until [`ProvidedBuffers::release`].
+    fn filled(&mut self, bid: u16, len: u32, more: bool) -> Segment {
+        let b = usize::from(bid) % BUFFERS as usize;
+        let start = self.filled_to[b];
+        let len = len.min(BUFFER_LEN as u32 - start.min(BUFFER_LEN as u32));
+        self.filled_to[b] = start + len;
+        self.in_use[b] += 1;
+        self.kernel_done[b] = !more;
+        Segment { bid: b as u16, start, len }
+    }
+
+    /// A segment's bytes, which the kernel wrote before posting its
+    /// completion and does not touch again.
+    fn bytes(&self, segment: Segment) -> &[u8] {
+        let start = usize::from(segment.bid) * BUFFER_LEN + segment.start as usize;
+        &self.data[start..start + segment.len as usize]
+    }
+
+    /// A segment of buffer `bid` has been read (or dropped): the buffer
+    /// goes back to the kernel once it holds no other and the kernel has
+    /// finished filling it.
+    fn release(&mut self, bid: u16) {
+        let b = usize::from(bid);
+        self.in_use[b] = self.in_use[b].saturating_sub(1);
+        if self.in_use[b] == 0 && self.kernel_done[b] {
+            self.filled_to[b] = 0;
+            self.kernel_done[b] = false;
+            self.add(bid);
+            self.publish();
+        }
+    }
+
+    fn add(&mut self, bid: u16) {
+        let slot = (self.tail & (BUFFERS - 1)) as usize;
+        let addr = self.data[bid as usize * BUFFER_LEN..].as_mut_ptr();
+        // SAFETY: slot < BUFFERS, so the entry lies inside the mapping; the
+        // kernel reads entries only between its head and the published
+        // tail, and this one is past the tail until `publish`.
+        let entry = unsafe { &mut *self.entries.add(slot) };
+        entry.set_addr(addr as u64);
+        entry.set_len(BUFFER_LEN as u32);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn publish(&self) {
+        // SAFETY: the tail is a u16 inside the ring's first entry, in the
+        // mapping and aligned; the kernel reads it concurrently, so it is
+        // written atomically with release order (after the entries).
+        let tail = unsafe { AtomicU16::from_ptr(types::BufRingEntry::tail(self.entries) as *mut u16) };
+        tail.store(self.tail, Ordering::Release);
+    }
+}
+
+impl Drop for ProvidedBuffers {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in `register` with this length, and
+        // the ring that read it is closed by now (see the type's doc).
+        unsafe { libc::munmap(self.entries.cast(), self.ring_bytes) };
+    }
+}
