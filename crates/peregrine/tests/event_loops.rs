@@ -1,5 +1,5 @@
-//! Both event loops, io_uring (the default) and epoll (`Config::io_uring`
-//! off, and the fallback where the kernel refuses io_uring), over real
+//! Both event loops, epoll (the default, and the fallback where the kernel
+//! refuses io_uring) and io_uring (`Config::io_uring`), over real
 //! sockets: the same bytes for the same requests, and the io_uring
 //! transport's own edges (more input at once than its shared receive
 //! buffers hold, a connection that stops reading, connections dropped with
@@ -7,7 +7,8 @@
 //!
 //! The rest of the suite runs on the default; `scripts/test` runs the
 //! HTTP, pipelining, strictness, HTTP/2 flood and WebSocket suites once
-//! more on epoll (`PEREGRINE_TEST_EPOLL=1`, read by `common::config`).
+//! more on io_uring (`PEREGRINE_TEST_IO_URING=1`, read by
+//! `common::config`).
 
 mod common;
 

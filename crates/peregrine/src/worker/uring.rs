@@ -1,16 +1,23 @@
 //! A worker's io_uring: the byte stream of cleartext TCP connections when
-//! [`Config::io_uring`](crate::Config::io_uring) is on (the default).
+//! [`Config::io_uring`](crate::Config::io_uring) is on.
 //!
 //! Why: with epoll readiness every request costs a `recvfrom` and a
 //! `sendto`, each a system call of its own. Here a connection's receive and
 //! send are submissions, and everything a loop turn queued enters the
 //! kernel in one `io_uring_enter` at the end of the turn (see
 //! [`Ring::run`]). On this machine, one worker on CPU 0 and wrk on CPU 1,
-//! 256 connections (`lab/uring-ab.toml`), requests per server CPU-second
-//! against the same build on epoll: `/json` 1.19x, reaching 0.91 of the
-//! bare io_uring responder; pipelined `/plaintext` level (0.96x to 1.05x
-//! over two runs); WebSocket echo at 16,384 connections 1.25x actix-ws,
-//! where epoll was level with it.
+//! 256 connections (`peregrine-uring` against `peregrine` in
+//! `lab/servers.toml`), requests per server CPU-second: `/json` 1.19x,
+//! reaching 0.91 of the bare io_uring responder; pipelined `/plaintext`
+//! level (0.96x to 1.05x over two runs); WebSocket echo at 16,384
+//! connections 1.25x actix-ws, where epoll was level with it.
+//!
+//! Why it is not the default yet: large bodies. A receive takes at most
+//! [`MAX_RECV`] a loop turn, where epoll reads up to 200 KB straight into
+//! the handler's buffer (HttpArena's upload profile: 0.26x to 0.40x), and
+//! static files have no `sendfile(2)` here, so their pieces are copied and
+//! held per connection (the static profile: 0.7x to 0.8x, peak RSS 734 MiB
+//! at 6,800 connections against 169 MiB).
 //!
 //! How it fits under tokio: the ring's file descriptor is registered with
 //! the worker's reactor like any socket, and the ring's own task, woken

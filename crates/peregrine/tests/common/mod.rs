@@ -85,11 +85,11 @@ pub fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
 }
 
 /// One worker, so every test also checks that connections sharing a worker
-/// do not disturb each other. On the default event loop (io_uring), or on
-/// epoll when `PEREGRINE_TEST_EPOLL` is set: `scripts/test` runs the HTTP
-/// suites both ways.
+/// do not disturb each other. On the default event loop (epoll), or on
+/// io_uring when `PEREGRINE_TEST_IO_URING` is set: `scripts/test` runs the
+/// HTTP suites both ways.
 pub fn config() -> Config {
-    let io_uring = std::env::var_os("PEREGRINE_TEST_EPOLL").is_none();
+    let io_uring = std::env::var_os("PEREGRINE_TEST_IO_URING").is_some();
     Config { workers: 1, io_uring, ..Config::default() }
 }
 
