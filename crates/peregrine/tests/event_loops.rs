@@ -14,11 +14,41 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
 use common::{get, post, Client};
 use peregrine::{Config, Content, Server, ServerHandle};
+
+/// Held by every test here, one at a time, so that the io_uring instances
+/// this process has are exactly those of the test running.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// This process's io_uring instances (the servers run in it): each
+/// descriptor with the completions posted on it so far (`CqTail` in its
+/// fdinfo).
+fn rings() -> Vec<(String, u64)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd").flatten() {
+        let is_ring =
+            std::fs::read_link(entry.path()).is_ok_and(|t| t.to_string_lossy() == "anon_inode:[io_uring]");
+        if !is_ring {
+            continue;
+        }
+        let fd = entry.file_name().to_string_lossy().into_owned();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+        let tail = info.lines().find_map(|l| l.strip_prefix("CqTail:")).and_then(|v| v.trim().parse().ok());
+        if let Some(tail) = tail {
+            found.push((fd, tail));
+        }
+    }
+    found
+}
 
 fn start(io_uring: bool) -> ServerHandle {
     let config = Config { workers: 1, io_uring, ..Config::default() };
@@ -70,10 +100,27 @@ fn exchange(addr: SocketAddr) -> Vec<(u16, Vec<u8>)> {
 
 #[test]
 fn both_event_loops_answer_the_same_bytes() {
+    let _serial = one_at_a_time();
+    let before = rings();
     let uring = start(true);
+    // One worker, so one ring more, and the epoll server adds none.
+    let with_uring = rings();
+    assert_eq!(with_uring.len(), before.len() + 1, "the io_uring server set up no ring");
+    let (ring, idle) = with_uring
+        .into_iter()
+        .find(|(fd, _)| !before.iter().any(|(old, _)| old == fd))
+        .expect("the new ring");
     let epoll = start(false);
+    assert_eq!(rings().len(), before.len() + 1, "the epoll server set up a ring");
+    let tail = |fd: &str| rings().into_iter().find(|(f, _)| f == fd).map(|(_, t)| t).expect("the ring");
+
     let from_uring = exchange(uring.local_addr());
+    // Its connections' bytes went through the ring: at least a receive
+    // and a send completed for each of the 86 requests.
+    let after_uring = tail(&ring);
+    assert!(after_uring - idle >= 2 * 86, "{} completions for 86 requests", after_uring - idle);
     let from_epoll = exchange(epoll.local_addr());
+    assert_eq!(tail(&ring), after_uring, "the epoll server's requests went through the ring");
     assert_eq!(from_uring.len(), 2 * 43);
     assert_eq!(from_uring[5], (200, b"id 5".to_vec()));
     assert_eq!(from_uring[41].1, big_body());
@@ -90,6 +137,7 @@ fn both_event_loops_answer_the_same_bytes() {
 /// request still gets its own answer, intact.
 #[test]
 fn more_input_at_once_than_the_receive_buffers_hold_is_all_answered() {
+    let _serial = one_at_a_time();
     let server = start(true);
     let addr = server.local_addr();
     // Accepted and waiting for their next request, receives armed.
@@ -122,6 +170,7 @@ fn more_input_at_once_than_the_receive_buffers_hold_is_all_answered() {
 /// took for it stays bounded (its socket buffer plus one send).
 #[test]
 fn a_connection_that_stops_reading_does_not_stall_others() {
+    let _serial = one_at_a_time();
     for io_uring in [true, false] {
         let server = start(io_uring);
         let addr = server.local_addr();
@@ -151,6 +200,7 @@ fn a_connection_that_stops_reading_does_not_stall_others() {
 /// refused or unanswered connection later) and keeps serving.
 #[test]
 fn connections_dropped_mid_response_are_released() {
+    let _serial = one_at_a_time();
     let server = start(true);
     let addr = server.local_addr();
     for _ in 0..200 {

@@ -87,26 +87,33 @@ pub(crate) enum Protocol {
     H2,
 }
 
+/// The worker's io_uring, set up before the worker reports itself ready:
+/// `None` unless [`Config::io_uring`] is on and a listener takes cleartext
+/// connections, or when the kernel refuses (then with a warning, and the
+/// worker serves with epoll).
+pub(crate) fn ring_for(listeners: &[(TcpListener, Role)], config: &Config) -> Option<Rc<Ring>> {
+    if !config.io_uring || !listeners.iter().any(|(_, role)| role.cleartext()) {
+        return None;
+    }
+    match Ring::new() {
+        Ok(ring) => Some(ring),
+        Err(e) => {
+            tracing::warn!(error = %e, "io_uring is not available; serving with epoll");
+            None
+        }
+    }
+}
+
 /// Runs one worker until shutdown is signalled and its connections drain.
 pub(crate) async fn run<S: 'static>(
     listeners: Vec<(TcpListener, Role)>,
+    ring: Option<Rc<Ring>>,
     config: Config,
     router: Router<S>,
     mut shutdown: watch::Receiver<bool>,
     alt_svc: Option<http::HeaderValue>,
     others: impl FnOnce(&Rc<Worker>, &Rc<Router<S>>) -> Vec<tokio::task::JoinHandle<()>>,
 ) {
-    let ring = if config.io_uring && listeners.iter().any(|(_, role)| role.cleartext()) {
-        match Ring::new() {
-            Ok(ring) => Some(ring),
-            Err(e) => {
-                tracing::warn!(error = %e, "io_uring is not available; serving with epoll");
-                None
-            }
-        }
-    } else {
-        None
-    };
     let mut worker = Worker::new(config);
     worker.alt_svc = alt_svc;
     worker.ring = ring.clone();

@@ -303,6 +303,7 @@ impl Server {
                                 return;
                             }
                         };
+                        let ring = accept::ring_for(&listeners, &config);
                         let _ = ready.send(Ok(()));
                         drop(ready);
                         // Drivers that own their sockets (QUIC endpoints),
@@ -325,7 +326,7 @@ impl Server {
                                 #[cfg(not(feature = "http3"))]
                                 Vec::new()
                             };
-                        accept::run(listeners, config, router, shutdown, alt_svc, others).await;
+                        accept::run(listeners, ring, config, router, shutdown, alt_svc, others).await;
                     });
                 })?;
             threads.push(thread);

@@ -160,8 +160,6 @@ struct Slot {
     received: VecDeque<Segment>,
     offset: usize,
     recv_armed: bool,
-    /// A cancellation of the receive is in flight.
-    cancelling: bool,
     /// How the receive ended for good: `Some(0)` at end of stream,
     /// `Some(-errno)` on an error.
     recv_end: Option<i32>,
@@ -183,7 +181,6 @@ impl Slot {
             received: VecDeque::new(),
             offset: 0,
             recv_armed: false,
-            cancelling: false,
             recv_end: None,
             read_waker: None,
             sending: Vec::new(),
@@ -346,8 +343,9 @@ impl Ring {
         for segment in slot.received.drain(..) {
             inner.buffers.release(segment.bid);
         }
-        if slot.recv_armed && !slot.cancelling {
-            slot.cancelling = true;
+        // Called once per slot (from the stream's drop), so at most one
+        // cancellation is ever in flight.
+        if slot.recv_armed {
             let cancel = opcode::AsyncCancel::new(tag(RECV, key)).build().user_data(tag(CANCEL, key));
             inner.push(&cancel);
         }

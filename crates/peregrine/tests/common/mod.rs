@@ -157,11 +157,6 @@ impl Client {
         Client { stream, buf: Vec::new() }
     }
 
-    /// A client over a connection opened elsewhere.
-    pub fn from_stream(stream: TcpStream) -> Client {
-        Client { stream, buf: Vec::new() }
-    }
-
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write to test server");
     }
