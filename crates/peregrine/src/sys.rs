@@ -78,6 +78,21 @@ pub(crate) fn pin_current_thread(cpu: usize) -> bool {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
 
+/// Receives what the socket `fd` holds into `buf` without blocking
+/// (`MSG_DONTWAIT`): `Ok(0)` at end of stream, `WouldBlock` when it holds
+/// nothing.
+pub(crate) fn recv_nonblocking(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the
+    // duration of the call, and recv writes only within it (uninitialised
+    // memory may be written to). On a bad descriptor it fails with EBADF.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Sends `buf` on the socket `fd` without blocking, with `MSG_MORE`: the
 /// kernel holds the bytes back to go out with what the next call sends
 /// (a response head and the file body after it, in one segment).

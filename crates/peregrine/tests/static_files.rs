@@ -6,6 +6,12 @@
 //! The client is raw (`http-probe`, as in `common`), with its own reader
 //! because a `304` rightly has no `Content-Length`, which the common
 //! client's rules demand of every final response.
+//!
+//! On the default event loop, or on io_uring with
+//! `PEREGRINE_TEST_IO_URING` set (`common::config`): file bodies leave by
+//! `sendfile(2)` on both.
+
+mod common;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -16,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use http_probe::strict;
 use peregrine::fs::ServeDir;
-use peregrine::{Config, Router, Server, ServerHandle};
+use peregrine::{Router, Server, ServerHandle};
 
 /// 1000 bytes that are not all alike, so ranges are checkable.
 fn app_js() -> Vec<u8> {
@@ -80,7 +86,7 @@ impl Drop for Tree {
 }
 
 fn start(files: ServeDir) -> ServerHandle {
-    Server::with_config(Config { workers: 1, ..Config::default() })
+    Server::with_config(common::config())
         .spawn("127.0.0.1:0", move |_| {
             let files = files.clone();
             async move { Router::new().get("/static/{*path}", files.clone()).get("/favicon.ico", files) }
@@ -588,7 +594,7 @@ fn file_bodies_behind_middleware_arrive_whole() {
     let big: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
     std::fs::write(tree.root().join("big.bin"), &big).unwrap();
     let files = ServeDir::new(tree.root());
-    let server = Server::with_config(Config { workers: 1, ..Config::default() })
+    let server = Server::with_config(common::config())
         .spawn("127.0.0.1:0", move |_| {
             let files = files.clone();
             async move {

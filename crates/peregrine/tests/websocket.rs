@@ -92,7 +92,7 @@ fn router(sent: Arc<AtomicUsize>) -> Router {
 fn start() -> (ServerHandle, Arc<AtomicUsize>) {
     let sent = Arc::new(AtomicUsize::new(0));
     let shared = Arc::clone(&sent);
-    let handle = Server::with_config(Config { workers: 1, ..Config::default() })
+    let handle = Server::with_config(common::config())
         .spawn("127.0.0.1:0", move |_| {
             let sent = Arc::clone(&shared);
             async move { router(sent) }
@@ -518,7 +518,7 @@ fn a_client_that_never_reads_is_cut_and_reset() {
     let sent = Arc::new(AtomicUsize::new(0));
     let shared = Arc::clone(&sent);
     let rate = peregrine::MinDataRate { bytes_per_second: 2000, grace: Duration::from_secs(1) };
-    let config = Config { workers: 1, min_response_rate: Some(rate), ..Config::default() };
+    let config = Config { min_response_rate: Some(rate), ..common::config() };
     let handle = Server::with_config(config)
         .spawn("127.0.0.1:0", move |_| {
             let sent = Arc::clone(&shared);
@@ -565,7 +565,7 @@ fn a_client_that_never_reads_is_cut_and_reset() {
 #[test]
 fn a_message_trickled_below_the_minimum_rate_is_cut_with_1008() {
     let rate = peregrine::MinDataRate { bytes_per_second: 200, grace: Duration::from_secs(1) };
-    let config = Config { workers: 1, min_request_body_rate: Some(rate), ..Config::default() };
+    let config = Config { min_request_body_rate: Some(rate), ..common::config() };
     let sent = Arc::new(AtomicUsize::new(0));
     let handle = Server::with_config(config)
         .spawn("127.0.0.1:0", move |_| {

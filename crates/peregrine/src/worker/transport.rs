@@ -14,6 +14,7 @@
 //! it, stays the size of a `TcpStream` plus a tag.
 
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -35,14 +36,41 @@ impl Io {
     /// The TCP socket, when the bytes go to it as they are (no framing or
     /// encryption in between): what `sendfile(2)` can write to.
     #[inline]
-    pub(crate) fn tcp(&self) -> Option<&TcpStream> {
+    pub(crate) fn direct(&self) -> Option<DirectSocket<'_>> {
         match self {
-            Io::Tcp(s) => Some(s),
-            Io::Uring(_) => None,
+            Io::Tcp(s) => Some(DirectSocket::Tcp(s)),
+            Io::Uring(s) => Some(DirectSocket::Uring(s)),
             #[cfg(feature = "tls")]
             Io::Tls(_) => None,
             #[cfg(feature = "fuzzing")]
             Io::Memory(_) => None,
+        }
+    }
+}
+
+/// A cleartext TCP socket written with direct, non-blocking system calls
+/// (`sendfile(2)`), whichever event loop serves it.
+pub(crate) enum DirectSocket<'a> {
+    Tcp(&'a TcpStream),
+    Uring(&'a super::uring::UringStream),
+}
+
+impl DirectSocket<'_> {
+    /// Runs `write`, a non-blocking write to the socket's descriptor;
+    /// `WouldBlock` when it cannot take more now (then wait with
+    /// [`DirectSocket::writable`]).
+    pub(crate) fn try_write(&self, write: impl FnOnce(RawFd) -> io::Result<usize>) -> io::Result<usize> {
+        match self {
+            DirectSocket::Tcp(s) => s.try_io(tokio::io::Interest::WRITABLE, || write(s.as_raw_fd())),
+            DirectSocket::Uring(s) => s.try_write_direct(write),
+        }
+    }
+
+    /// Waits until the socket may take more.
+    pub(crate) async fn writable(&self) -> io::Result<()> {
+        match self {
+            DirectSocket::Tcp(s) => s.writable().await,
+            DirectSocket::Uring(s) => s.writable().await,
         }
     }
 }

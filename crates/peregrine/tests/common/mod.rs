@@ -157,6 +157,13 @@ impl Client {
         Client { stream, buf: Vec::new() }
     }
 
+    /// A client over a connection made elsewhere (one another thread
+    /// writes to, say).
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write to test server");
     }

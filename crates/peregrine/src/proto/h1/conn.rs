@@ -35,7 +35,7 @@ use crate::router::{Lookup, Router};
 use crate::upgrade::{OnUpgrade, Upgraded, UpgradedIo};
 use crate::worker::readbuf::ReadBuf;
 use crate::worker::timer::{ConnTimer, Wait};
-use crate::worker::transport::Io;
+use crate::worker::transport::{DirectSocket, Io};
 use crate::worker::{Registration, Worker};
 
 /// The most of a file body sent by one `sendfile` call.
@@ -628,14 +628,14 @@ impl<S: 'static> Conn<S> {
     /// the connection closes: the client sees a cut body, not a desync.
     async fn send_file(&mut self, stream: &mut Io, range: FileRange) -> bool {
         let io_timeout = self.worker.config.io_timeout;
-        if let Some(tcp) = stream.tcp() {
+        if let Some(socket) = stream.direct() {
             // A transfer held to the minimum response rate, as `flush`'s;
             // afterwards `read` sees `Write` with the bytes moved and waits
             // as `Drain` while the kernel still holds a large file's tail.
             let timer = &self.timer;
             timer.arm(Wait::Write, self.worker.deadline_after(io_timeout));
             timer.begin_transfer();
-            let sent = send_file_tcp(tcp, &self.out, &range, |n| {
+            let sent = send_file_direct(socket, &self.out, &range, |n| {
                 timer.moved(n);
                 timer.deadline.set(self.worker.deadline_after(io_timeout));
             })
@@ -833,28 +833,26 @@ impl<S: 'static> Conn<S> {
     }
 }
 
-/// Writes `head` and then the file range to `tcp`; `progress` runs with
-/// the count after every write that moved bytes (to push the connection's
-/// I/O deadline forward and count towards its minimum rate). Returns
-/// whether everything was sent.
-async fn send_file_tcp(
-    tcp: &tokio::net::TcpStream,
+/// Writes `head` and then the file range to `socket`; `progress` runs
+/// with the count after every write that moved bytes (to push the
+/// connection's I/O deadline forward and count towards its minimum rate).
+/// Returns whether everything was sent.
+async fn send_file_direct(
+    socket: DirectSocket<'_>,
     head: &[u8],
     range: &FileRange,
     progress: impl Fn(usize),
 ) -> bool {
     use std::os::fd::AsRawFd;
-    use tokio::io::Interest;
-    let socket = tcp.as_raw_fd();
     let mut head = head;
     while !head.is_empty() {
-        match tcp.try_io(Interest::WRITABLE, || crate::sys::send_more(socket, head)) {
+        match socket.try_write(|fd| crate::sys::send_more(fd, head)) {
             Ok(n) => {
                 head = &head[n..];
                 progress(n);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if tcp.writable().await.is_err() {
+                if socket.writable().await.is_err() {
                     return false;
                 }
             }
@@ -866,12 +864,12 @@ async fn send_file_tcp(
     let end = range.offset + range.len;
     while offset < end {
         let count = (end - offset).min(FILE_PIECE as u64) as usize;
-        match tcp.try_io(Interest::WRITABLE, || crate::sys::sendfile(socket, file, &mut offset, count)) {
+        match socket.try_write(|fd| crate::sys::sendfile(fd, file, &mut offset, count)) {
             // The file shrank under us: the head promised more.
             Ok(0) => return false,
             Ok(n) => progress(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if tcp.writable().await.is_err() {
+                if socket.writable().await.is_err() {
                     return false;
                 }
             }
