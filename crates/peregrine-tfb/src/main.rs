@@ -89,9 +89,9 @@ struct Cli {
     /// Serve cleartext connections through an io_uring per worker (each
     /// loop turn's receives and sends in one system call) instead of epoll
     /// readiness: faster for many small requests and WebSocket messages,
-    /// slower for uploads and static files. Falls back to epoll, with a
-    /// warning, where the kernel refuses io_uring (before Linux 6.12, or
-    /// under a seccomp filter).
+    /// a little slower for pipelining, uploads and static files. Falls
+    /// back to epoll, with a warning, where the kernel refuses io_uring
+    /// (before Linux 6.12, or under a seccomp filter).
     #[arg(long)]
     io_uring: bool,
     /// Directory of the embedded SQLite database, used when DATABASE_URL is

@@ -20,12 +20,14 @@ pub struct Config {
     /// warning and uses epoll. TLS connections use epoll either way.
     ///
     /// Default: off. It wins where requests are small and connections
-    /// many (`/json` 1.19x the requests per CPU-second, WebSocket echo at
-    /// 16,384 connections 1.25x actix-ws where epoll is level with it), and
-    /// loses where bodies are large: uploads (HttpArena's upload profile at
-    /// 0.26x to 0.40x, a receive takes 16 KiB a loop turn) and static files
-    /// (0.7x to 0.8x, and no `sendfile(2)`, so each connection's file piece
-    /// is copied and held: 734 MiB at 6,800 connections against 169 MiB).
+    /// many (`/json` 1.06x to 1.19x the requests per CPU-second, WebSocket
+    /// echo at 16,384 connections 1.20x to 1.25x actix-ws where epoll gave
+    /// 1.11x to 1.14x), and loses a little elsewhere: pipelined
+    /// `/plaintext` (0.93x to 0.96x), uploads (0.93x to 0.95x of the
+    /// requests/s, 0.62x to 0.96x per CPU-second) and static files (0.85x
+    /// to 0.98x, with more memory: 260 MiB at 6,800 connections against
+    /// 173 MiB). Large bodies move as on epoll (a direct `recv` into the
+    /// reader's buffer, `sendfile(2)` for files).
     pub io_uring: bool,
     /// Listen backlog per worker.
     pub backlog: u32,

@@ -9,8 +9,8 @@
 //! 256 connections (`peregrine-uring` against `peregrine` in
 //! `lab/servers.toml`), requests per server CPU-second: `/json` 1.19x,
 //! reaching 0.91 of the bare io_uring responder; pipelined `/plaintext`
-//! level (0.96x to 1.05x over two runs); WebSocket echo at 16,384
-//! connections 1.25x actix-ws, where epoll was level with it.
+//! level (0.93x to 1.05x over three runs); WebSocket echo at 16,384
+//! connections 1.20x to 1.25x actix-ws, where epoll gave 1.11x to 1.14x.
 //!
 //! Large bodies go beside the ring, as epoll would move them. A receive
 //! that took all it could ([`MAX_RECV`]) marks the connection as receiving
