@@ -12,16 +12,16 @@
 //! level (0.93x to 1.05x over three runs); WebSocket echo at 16,384
 //! connections 1.20x to 1.25x actix-ws, where epoll gave 1.11x to 1.14x.
 //!
-//! Large bodies go beside the ring, as epoll would move them. A receive
-//! that took all it could ([`MAX_RECV`]) marks the connection as receiving
-//! a large body, and its next reads `recv` straight into the reader's
-//! buffer until one finds the socket drained; file bodies leave by
-//! `sendfile(2)` (the socket stays non-blocking; a full socket is waited
-//! for with a `POLLOUT` poll in the ring). Before, HttpArena's upload
-//! profile ran at 0.24x to 0.30x of epoll's requests/s and static at 0.70x
-//! to 0.82x with 4x the memory; after, 0.93x to 0.95x and 0.85x to 0.98x.
-//! Per server CPU-second upload stays behind (0.62x to 0.96x): the extra
-//! time is the kernel's, in the ACKs a drained receive sends.
+//! Large bodies go beside the ring, as epoll would move them. A reader
+//! with room for a large body ([`DIRECT_READ_ROOM`]) waits with a `POLLIN`
+//! poll in the ring and then `recv`s straight into its own buffer until
+//! the socket is drained; so does any reader right after a receive that
+//! took all it could ([`MAX_RECV`]). File bodies leave by `sendfile(2)`
+//! (the socket stays non-blocking; a full socket is waited for with a
+//! `POLLOUT` poll in the ring). Before, HttpArena's upload profile ran at
+//! 0.24x to 0.30x of epoll's requests/s and static at 0.70x to 0.82x with
+//! 4x the memory; after, upload 0.87x to 0.98x (0.93x to 0.96x per
+//! CPU-second) and static 0.85x to 0.98x.
 //!
 //! How it fits under tokio: the ring's file descriptor is registered with
 //! the worker's reactor like any socket, and the ring's own task, woken
@@ -94,6 +94,13 @@ const PBUF_RING_INC: u16 = 2;
 const CQE_F_BUF_MORE: u32 = 1 << 4;
 /// The most one receive takes.
 const MAX_RECV: usize = 16 * 1024;
+/// A reader with at least this much room (a large body's) waits for input
+/// with a `POLLIN` poll and then reads it straight into its own buffer, as
+/// on epoll, rather than through a ring receive of at most [`MAX_RECV`].
+/// HttpArena's upload profile on receives alone used 1.3x epoll's CPU per
+/// request: each 16 KiB receive drained the socket a little, and the
+/// kernel answered many of them with a window update.
+const DIRECT_READ_ROOM: usize = 64 * 1024;
 /// `IORING_RECVSEND_POLL_FIRST`: a receive is armed when its reader has
 /// just read everything, so the kernel waits for data before trying.
 const RECVSEND_POLL_FIRST: u16 = 1;
@@ -117,6 +124,7 @@ const RECV: u64 = 1;
 const SEND: u64 = 2;
 const CANCEL: u64 = 3;
 const POLL_OUT: u64 = 4;
+const POLL_IN: u64 = 5;
 
 fn tag(kind: u64, key: usize) -> u64 {
     (key as u64) << 8 | kind
@@ -172,6 +180,8 @@ struct Slot {
     received: VecDeque<Segment>,
     offset: usize,
     recv_armed: bool,
+    /// What is armed is a `POLLIN` poll (for a direct read), not a receive.
+    recv_is_poll: bool,
     /// How the receive ended for good: `Some(0)` at end of stream,
     /// `Some(-errno)` on an error.
     recv_end: Option<i32>,
@@ -201,6 +211,7 @@ impl Slot {
             received: VecDeque::new(),
             offset: 0,
             recv_armed: false,
+            recv_is_poll: false,
             recv_end: None,
             bulk: false,
             read_waker: None,
@@ -389,7 +400,8 @@ impl Ring {
         let recv_armed = slot.recv_armed;
         let poll_armed = slot.poll_out == PollOut::Armed;
         if recv_armed {
-            let cancel = opcode::AsyncCancel::new(tag(RECV, key)).build().user_data(tag(CANCEL, key));
+            let armed = if slot.recv_is_poll { tag(POLL_IN, key) } else { tag(RECV, key) };
+            let cancel = opcode::AsyncCancel::new(armed).build().user_data(tag(CANCEL, key));
             inner.push(&cancel);
         }
         if poll_armed {
@@ -489,8 +501,32 @@ impl Inner {
             RECV => self.received(key, res, flags),
             SEND => self.sent(key, res),
             POLL_OUT => self.polled(key),
+            POLL_IN => self.readable(key),
             _ => {}
         }
+    }
+
+    /// Waits in the ring for input to read directly.
+    fn arm_poll_in(&mut self, key: usize) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        slot.recv_armed = true;
+        slot.recv_is_poll = true;
+        let poll = opcode::PollAdd::new(types::Fd(slot.fd), libc::POLLIN as u32).build();
+        self.push(&poll.user_data(tag(POLL_IN, key)));
+    }
+
+    fn readable(&mut self, key: usize) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        slot.recv_armed = false;
+        slot.recv_is_poll = false;
+        // Input, end of stream, an error or a cancellation alike: the
+        // reader's direct `recv` sees which (or finds nothing, and waits
+        // again).
+        slot.bulk = true;
+        if let Some(waker) = slot.read_waker.take() {
+            self.wake.push(waker);
+        }
+        self.free_if_done(key);
     }
 
     /// Waits in the ring for room in the socket's send buffer.
@@ -688,7 +724,11 @@ impl AsyncRead for UringStream {
             _ => slot.read_waker = Some(cx.waker().clone()),
         }
         if !slot.recv_armed {
-            inner.arm_receive(this.key);
+            if buf.remaining() >= DIRECT_READ_ROOM {
+                inner.arm_poll_in(this.key);
+            } else {
+                inner.arm_receive(this.key);
+            }
         }
         Poll::Pending
     }
