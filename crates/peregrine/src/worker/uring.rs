@@ -312,10 +312,7 @@ impl Ring {
                 Poll::Pending => {}
             }
             let mut inner = self.inner.borrow_mut();
-            match &inner.task {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => inner.task = Some(cx.waker().clone()),
-            }
+            keep_waker(&mut inner.task, cx);
             inner.submit();
             return Poll::Pending;
         })
@@ -650,6 +647,25 @@ impl std::fmt::Debug for Ring {
     }
 }
 
+/// The slot a writer of connection `key` works on, or the error its
+/// writes now end with: the connection is gone, or a send of it failed.
+fn writer(slots: &mut Slab<Slot>, key: usize) -> io::Result<&mut Slot> {
+    let slot = slots.get_mut(key).ok_or(io::ErrorKind::NotConnected)?;
+    match slot.send_error {
+        Some(err) => Err(io::Error::from_raw_os_error(-err)),
+        None => Ok(slot),
+    }
+}
+
+/// Keeps the waker of `cx` in `waker`, unless the one there already wakes
+/// the same task (cloning a waker is not free).
+fn keep_waker(waker: &mut Option<Waker>, cx: &Context<'_>) {
+    match waker {
+        Some(kept) if kept.will_wake(cx.waker()) => {}
+        _ => *waker = Some(cx.waker().clone()),
+    }
+}
+
 /// A cleartext TCP connection served through the worker's ring.
 pub(crate) struct UringStream {
     ring: Rc<Ring>,
@@ -719,10 +735,7 @@ impl AsyncRead for UringStream {
                 }
             }
         }
-        match &slot.read_waker {
-            Some(waker) if waker.will_wake(cx.waker()) => {}
-            _ => slot.read_waker = Some(cx.waker().clone()),
-        }
+        keep_waker(&mut slot.read_waker, cx);
         if !slot.recv_armed {
             if buf.remaining() >= DIRECT_READ_ROOM {
                 inner.arm_poll_in(this.key);
@@ -740,17 +753,9 @@ impl UringStream {
     fn poll_send(&mut self, cx: &mut Context<'_>, bufs: &[&[u8]]) -> Poll<io::Result<usize>> {
         let mut inner = self.ring.inner.borrow_mut();
         let inner = &mut *inner;
-        let Some(slot) = inner.slots.get_mut(self.key) else {
-            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
-        };
-        if let Some(err) = slot.send_error {
-            return Poll::Ready(Err(io::Error::from_raw_os_error(-err)));
-        }
+        let slot = writer(&mut inner.slots, self.key)?;
         if slot.send_in_flight {
-            match &slot.write_waker {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => slot.write_waker = Some(cx.waker().clone()),
-            }
+            keep_waker(&mut slot.write_waker, cx);
             return Poll::Pending;
         }
         slot.sending.clear();
@@ -789,12 +794,7 @@ impl UringStream {
         write: impl FnOnce(RawFd) -> io::Result<usize>,
     ) -> io::Result<usize> {
         let mut inner = self.ring.inner.borrow_mut();
-        let Some(slot) = inner.slots.get_mut(self.key) else {
-            return Err(io::ErrorKind::NotConnected.into());
-        };
-        if let Some(err) = slot.send_error {
-            return Err(io::Error::from_raw_os_error(-err));
-        }
+        let slot = writer(&mut inner.slots, self.key)?;
         if slot.send_in_flight {
             return Err(io::ErrorKind::WouldBlock.into());
         }
@@ -812,12 +812,7 @@ impl UringStream {
         std::future::poll_fn(|cx| {
             let mut inner = self.ring.inner.borrow_mut();
             let inner = &mut *inner;
-            let Some(slot) = inner.slots.get_mut(self.key) else {
-                return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
-            };
-            if let Some(err) = slot.send_error {
-                return Poll::Ready(Err(io::Error::from_raw_os_error(-err)));
-            }
+            let slot = writer(&mut inner.slots, self.key)?;
             if !slot.send_in_flight {
                 if slot.poll_out == PollOut::Ready {
                     slot.poll_out = PollOut::Idle;
@@ -827,10 +822,7 @@ impl UringStream {
                     return Poll::Ready(Ok(()));
                 }
             }
-            match &slot.write_waker {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => slot.write_waker = Some(cx.waker().clone()),
-            }
+            keep_waker(&mut slot.write_waker, cx);
             if !slot.send_in_flight && slot.poll_out == PollOut::Idle {
                 inner.arm_poll_out(self.key);
             }
@@ -877,14 +869,9 @@ impl AsyncWrite for UringStream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let mut inner = this.ring.inner.borrow_mut();
-        let Some(slot) = inner.slots.get_mut(this.key) else {
-            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
-        };
-        if let Some(err) = slot.send_error {
-            return Poll::Ready(Err(io::Error::from_raw_os_error(-err)));
-        }
+        let slot = writer(&mut inner.slots, this.key)?;
         if slot.send_in_flight {
-            slot.write_waker = Some(cx.waker().clone());
+            keep_waker(&mut slot.write_waker, cx);
             return Poll::Pending;
         }
         crate::sys::shutdown_write(slot.fd);
