@@ -432,8 +432,7 @@ fn parse_version(v: &[u8]) -> Result<Version, Stop> {
 /// control character (NUL, a bare CR or LF, DEL) is refused.
 #[inline(always)]
 fn scan_value(buf: &[u8], i: &mut usize) -> Result<usize, Stop> {
-    let Some(at) = scan::find_value_end(&buf[*i..]) else { return Err(Stop::Partial) };
-    let j = *i + at;
+    let Some(j) = scan::find_value_end(buf, *i) else { return Err(Stop::Partial) };
     match (buf[j], buf.get(j + 1)) {
         (b'\r', Some(b'\n')) => {
             *i = j + 2;
