@@ -32,8 +32,12 @@ pub struct Config {
     /// Listen backlog per worker.
     pub backlog: u32,
     /// Open connections per worker; beyond it new connections are answered
-    /// `503` and closed. Lowered at start when the process's open-file limit
-    /// could not hold every worker's connections plus a reserve.
+    /// `503` and closed. A worker that reaches it first waits up to 250 ms
+    /// for connections to close (a client recycling its connections opens
+    /// new ones before the server has read the old ones' closes), then
+    /// refuses at once until it is under the limit again. Lowered at start
+    /// when the process's open-file limit could not hold every worker's
+    /// connections plus a reserve.
     pub max_connections_per_worker: usize,
     /// Largest request line plus headers (`431` beyond).
     pub max_head_bytes: usize,

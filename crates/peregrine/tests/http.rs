@@ -709,6 +709,29 @@ fn connections_over_the_limit_get_503_and_existing_ones_keep_working() {
     server.shutdown();
 }
 
+/// A client that closes all its connections at the limit and opens new ones
+/// at once (a pool being recycled, a load generator between runs) is
+/// served: the old connections' closes, still queued when the new ones
+/// arrive, make room before the server would refuse.
+#[test]
+fn connections_closed_at_the_limit_make_room_for_ones_opened_at_once() {
+    const LIMIT: usize = 64;
+    let server = start(Config { max_connections_per_worker: LIMIT, ..config() });
+    let addr = server.local_addr();
+    for round in 0..5 {
+        let mut open: Vec<Client> = (0..LIMIT).map(|_| Client::connect(addr)).collect();
+        for c in &mut open {
+            c.send(&get("/id/1"));
+        }
+        for (i, c) in open.iter_mut().enumerate() {
+            let r = c.response();
+            assert_eq!(r.status, 200, "round {round}, connection {i} of {LIMIT}: {:?}", r.text());
+        }
+        drop(open);
+    }
+    server.shutdown();
+}
+
 // ---------------------------------------------------------------------------
 // Graceful shutdown
 
