@@ -343,23 +343,34 @@ fn parse_with<'b>(
             Some(_) => {}
         }
         let name_start = i;
-        i += scan::find_name_end(&buf[i..], ssse3).unwrap_or(n - i);
-        if i == n {
-            return Err(Stop::Partial);
-        }
-        // The scan stopped at the first byte that is not a tchar: a
-        // well-formed name ends there with its colon. Also catches obs-fold
-        // (a line starting with whitespace) and whitespace before the
-        // colon, both smuggling vectors.
-        if i == name_start || buf[i] != b':' {
-            return Err(bad("invalid header name"));
-        }
-        let name = &buf[name_start..i];
-        i += 1;
-        // Optional whitespace: almost always one space.
-        if buf.get(i) == Some(&b' ') {
-            i += 1;
-        }
+        let (field, name_end) = match known_field(buf, i) {
+            Some((field, name_len)) => {
+                // The name, its colon and one space.
+                i += name_len + 2;
+                (field, name_start + name_len)
+            }
+            None => {
+                i += scan::find_name_end(&buf[i..], ssse3).unwrap_or(n - i);
+                if i == n {
+                    return Err(Stop::Partial);
+                }
+                // The scan stopped at the first byte that is not a tchar: a
+                // well-formed name ends there with its colon. Also catches
+                // obs-fold (a line starting with whitespace) and whitespace
+                // before the colon, both smuggling vectors.
+                if i == name_start || buf[i] != b':' {
+                    return Err(bad("invalid header name"));
+                }
+                let name_end = i;
+                i += 1;
+                // Optional whitespace: almost always one space.
+                if buf.get(i) == Some(&b' ') {
+                    i += 1;
+                }
+                (Field::of(&buf[name_start..name_end]), name_end)
+            }
+        };
+        let name = &buf[name_start..name_end];
         while let Some(b' ' | b'\t') = buf.get(i) {
             i += 1;
         }
@@ -373,7 +384,7 @@ fn parse_with<'b>(
         let name = unsafe { std::str::from_utf8_unchecked(name) };
         slot.write(Header { name, value });
         *count += 1;
-        seen.observe(name.as_bytes(), value)?;
+        seen.observe(field, value)?;
     }
 
     if let Some(host) = seen.host {
@@ -556,6 +567,98 @@ fn strip_scheme(target: &str) -> Option<&str> {
     None
 }
 
+/// The header fields whose values the parser acts on; every other is
+/// `Other`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Host,
+    Expect,
+    Connection,
+    ContentLength,
+    TransferEncoding,
+    Other,
+}
+
+impl Field {
+    /// The field a well-formed name (any case) stands for. Dispatches on
+    /// length first: most names match none of these and are passed over
+    /// after one comparison.
+    #[inline(always)]
+    fn of(name: &[u8]) -> Field {
+        match name.len() {
+            4 if eq_folded(name, b"host") => Field::Host,
+            6 if eq_folded(name, b"expect") => Field::Expect,
+            10 if eq_folded(name, b"connection") => Field::Connection,
+            14 if eq_folded(name, b"content-length") => Field::ContentLength,
+            17 if eq_folded(name, b"transfer-encoding") => Field::TransferEncoding,
+            _ => Field::Other,
+        }
+    }
+}
+
+/// Eight bytes of `buf` from `at`, as a little-endian word (the caller
+/// checks they are there).
+#[inline(always)]
+fn word_at(buf: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&buf[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// `bytes` (at most 8) as the low bytes of a little-endian word.
+const fn word(bytes: &[u8]) -> u64 {
+    let mut w = 0u64;
+    let mut k = 0;
+    while k < bytes.len() {
+        w |= (bytes[k] as u64) << (8 * k);
+        k += 1;
+    }
+    w
+}
+
+/// The field and name length of a header line that starts, at `at`, with
+/// one of the names clients send most, spelled as they spell it and
+/// followed by a colon and one space (`Host: `, `Accept: `,
+/// `Connection: `, ...); `None` for any other line, which the caller
+/// scans byte class by byte class.
+///
+/// One or two word compares stand in for the name scan, the colon check
+/// and the field dispatch, as Kestrel recognises its known headers. On
+/// TechEmpower's heads (`Host`, `Accept`, `Connection`) this took
+/// `parse_head` from 856 to 819 instructions a head (plaintext, 16
+/// pipelined) and from 879 to 839 (`/json`), measured with callgrind.
+#[inline(always)]
+fn known_field(buf: &[u8], at: usize) -> Option<(Field, usize)> {
+    // Every name below ends, with ": ", within 16 bytes but two, whose
+    // last byte is checked apart.
+    if at + 16 > buf.len() {
+        return None;
+    }
+    const MASK_6: u64 = (1 << 48) - 1;
+    const MASK_4: u64 = (1 << 32) - 1;
+    let first = word_at(buf, at);
+    let second = || word_at(buf, at + 8);
+    match first {
+        w if w == word(b"Accept: ") => Some((Field::Other, 6)),
+        w if w == word(b"Cookie: ") => Some((Field::Other, 6)),
+        w if w == word(b"Connecti") && second() & MASK_4 == word(b"on: ") => Some((Field::Connection, 10)),
+        w if w == word(b"User-Age") && second() & MASK_4 == word(b"nt: ") => Some((Field::Other, 10)),
+        w if w == word(b"Content-") => match second() {
+            v if v == word(b"Length: ") => Some((Field::ContentLength, 14)),
+            v if v & MASK_6 == word(b"Type: ") => Some((Field::Other, 12)),
+            _ => None,
+        },
+        w if w == word(b"Accept-E") && second() == word(b"ncoding:") && buf.get(at + 16) == Some(&b' ') => {
+            Some((Field::Other, 15))
+        }
+        w if w == word(b"Accept-L") && second() == word(b"anguage:") && buf.get(at + 16) == Some(&b' ') => {
+            Some((Field::Other, 15))
+        }
+        w if w & MASK_6 == word(b"Host: ") => Some((Field::Host, 4)),
+        _ => None,
+    }
+}
+
 struct Semantics {
     framing: Framing,
     keep_alive: bool,
@@ -592,25 +695,25 @@ impl<'b> Seen<'b> {
         }
     }
 
-    /// Takes note of one header. Dispatches on length first: most headers
-    /// match none of these and are passed over after one comparison.
-    /// Always inlined: called out of line, it cost about 20 instructions a
-    /// header more in calls and returns.
+    /// Takes note of one header, recognised as `field`. Always inlined:
+    /// called out of line, it cost about 20 instructions a header more in
+    /// calls and returns.
     #[inline(always)]
-    fn observe(&mut self, name: &[u8], value: &'b [u8]) -> Result<(), ParseError> {
-        match name.len() {
-            4 if eq_folded(name, b"host") => {
+    fn observe(&mut self, field: Field, value: &'b [u8]) -> Result<(), ParseError> {
+        match field {
+            Field::Other => {}
+            Field::Host => {
                 self.hosts += 1;
                 self.host = Some(value);
             }
-            6 if eq_folded(name, b"expect") => {
+            Field::Expect => {
                 if eq_folded(value, b"100-continue") {
                     self.expect_continue = true;
                 } else {
                     return Err(ParseError::UnsupportedExpectation);
                 }
             }
-            10 if eq_folded(name, b"connection") => {
+            Field::Connection => {
                 // One token is by far the common case.
                 if eq_folded(value, b"keep-alive") {
                     self.conn_keep_alive = true;
@@ -624,7 +727,7 @@ impl<'b> Seen<'b> {
                     }
                 }
             }
-            14 if eq_folded(name, b"content-length") => {
+            Field::ContentLength => {
                 for item in value.split(|&b| b == b',').map(trim) {
                     let n = parse_content_length(item)?;
                     match self.content_length {
@@ -635,7 +738,7 @@ impl<'b> Seen<'b> {
                     }
                 }
             }
-            17 if eq_folded(name, b"transfer-encoding") => {
+            Field::TransferEncoding => {
                 self.transfer_encoding = true;
                 for coding in value.split(|&b| b == b',').map(trim) {
                     if coding.is_empty() {
@@ -653,7 +756,6 @@ impl<'b> Seen<'b> {
                     }
                 }
             }
-            _ => {}
         }
         Ok(())
     }
@@ -790,6 +892,72 @@ mod tests {
             err(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n"),
             413
         );
+    }
+
+    /// Every name `known_field` recognises, and near misses of each, parse
+    /// exactly as the same head with the names in lower case (which the
+    /// word compares never match, so the byte-class path reads them): the
+    /// same fields, framing, connection decision and errors.
+    #[test]
+    fn known_names_parse_as_the_general_path_does() {
+        type Full = (Vec<(String, Vec<u8>)>, Framing, bool, bool, usize);
+        fn full(buf: &[u8]) -> Result<Option<Full>, ParseError> {
+            let mut slots = header_slots();
+            parse_head(buf, &mut slots, &LIMITS).map(|h| {
+                h.map(|h| {
+                    let fields =
+                        h.headers.iter().map(|f| (f.name.to_ascii_lowercase(), f.value.to_vec())).collect();
+                    (fields, h.framing, h.keep_alive, h.expect_continue, h.len)
+                })
+            })
+        }
+        let lines: &[&str] = &[
+            "Host: example.com:8080",
+            "Host:  spaced",
+            "Host:\ttabbed",
+            "Host:x",
+            "Hostx: y",
+            "Accept: text/plain,*/*;q=0.7",
+            "Accept:",
+            "Accept:  ",
+            "Cookie: a=1; b=2",
+            "Connection: close",
+            "Connection: keep-alive",
+            "Connection: Upgrade, close",
+            "Connectionx: close",
+            "User-Agent: wrk",
+            "User-Agentx: wrk",
+            "Content-Length: 5",
+            "Content-Length:  5 ",
+            "Content-Length: 5, 5",
+            "Content-Length: 5, 6",
+            "Content-Length: -5",
+            "Content-Lengthy: 5",
+            "Content-Type: text/plain",
+            "Content-Types: text/plain",
+            "Accept-Encoding: gzip, br",
+            "Accept-Encodings: gzip",
+            "Accept-Encoding:gzip",
+            "Accept-Language: en",
+            "Accept-Languages: en",
+            "Transfer-Encoding: chunked",
+            "Expect: 100-continue",
+            "Expect: nothing",
+        ];
+        for (k, line) in lines.iter().enumerate() {
+            // Alone, with the Host every HTTP/1.1 head needs, and ahead of
+            // a line of each other kind.
+            let mut heads = vec![format!("POST /x HTTP/1.1\r\n{line}\r\nhost: a\r\n\r\n")];
+            for other in lines {
+                heads.push(format!("POST /x HTTP/1.1\r\n{line}\r\n{other}\r\n\r\nbody!"));
+            }
+            for head in heads {
+                let (name, rest) = line.split_once(':').expect("every line has a colon");
+                let lower = head.replacen(line, &format!("{}:{rest}", name.to_ascii_lowercase()), 1);
+                assert_ne!(head, lower, "line {k} has upper-case letters to fold");
+                assert_eq!(full(head.as_bytes()), full(lower.as_bytes()), "{head:?}");
+            }
+        }
     }
 
     #[test]
