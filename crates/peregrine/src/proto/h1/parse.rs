@@ -223,8 +223,9 @@ fn target_unfinished(window: &[u8]) -> bool {
     }
 }
 
-/// The parse proper. Writes headers into `slots`, counting them in `count`;
-/// the returned head's `headers` is left empty for the caller to fill.
+/// The parse proper. Writes headers into `slots` and, on success, their
+/// number into `count`; the returned head's `headers` is left empty for the
+/// caller to fill.
 ///
 /// Compiled twice: once for CPUs with SSSE3, where the header-name scan
 /// classifies bytes with `pshufb` and is inlined into the header loop (a
@@ -329,6 +330,9 @@ fn parse_with<'b>(
 
     // Header fields.
     let mut seen = Seen::new(version);
+    // Counted here and stored in `count` once, at the end: a store through
+    // the reference on every header cost a reload and a store a header.
+    let mut filled = 0;
     loop {
         match buf.get(i) {
             None => return Err(Stop::Partial),
@@ -377,13 +381,13 @@ fn parse_with<'b>(
         let value_start = i;
         let value_end = scan_value(buf, &mut i)?;
         let value = trim_end(&buf[value_start..value_end]);
-        let Some(slot) = slots.get_mut(*count) else {
+        let Some(slot) = slots.get_mut(filled) else {
             return Err(ParseError::HeadTooLarge.into());
         };
         // SAFETY: every byte of the name is a tchar, which is ASCII.
         let name = unsafe { std::str::from_utf8_unchecked(name) };
         slot.write(Header { name, value });
-        *count += 1;
+        filled += 1;
         seen.observe(field, value)?;
     }
 
@@ -397,6 +401,7 @@ fn parse_with<'b>(
     }
 
     let semantics = seen.finish()?;
+    *count = filled;
     Ok(Head {
         method,
         method_str,
