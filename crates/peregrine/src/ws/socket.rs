@@ -560,6 +560,17 @@ impl WebSocket {
         let io_timeout = self.worker.config.io_timeout;
         self.timer.arm(Wait::Write, self.worker.deadline_after(io_timeout));
         self.timer.begin_transfer();
+        // Most messages fit the socket at once: try that first.
+        if let UpgradedIo::Conn(io) = &self.io {
+            match io.try_write_now(&self.out[self.out_pos..]) {
+                Ok(n) => {
+                    self.out_pos += n;
+                    self.timer.moved(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
         while self.out_pos < self.out.len() {
             let n = self.io.write(&self.out[self.out_pos..]).await?;
             if n == 0 {

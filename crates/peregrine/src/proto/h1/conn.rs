@@ -772,16 +772,29 @@ impl<S: 'static> Conn<S> {
         let (timer, worker) = (&self.timer, &self.worker);
         timer.arm(Wait::Write, worker.deadline_after(worker.config.io_timeout));
         timer.begin_transfer();
+        // Most responses fit the socket at once: try that first.
         let mut written = 0;
+        let mut failed = None;
+        match stream.try_write_now(&self.out) {
+            Ok(n) => {
+                written = n;
+                timer.moved(n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => failed = Some(e),
+        }
         let result = loop {
+            if let Some(e) = failed.take() {
+                break Err(e);
+            }
+            if written == self.out.len() {
+                break Ok(());
+            }
             match stream.write(&self.out[written..]).await {
                 Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     written += n;
                     timer.moved(n);
-                    if written == self.out.len() {
-                        break Ok(());
-                    }
                     timer.deadline.set(worker.deadline_after(worker.config.io_timeout));
                 }
                 Err(e) => break Err(e),
