@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{get, post, Client};
 use peregrine::{Config, Content, Server, ServerHandle};
@@ -125,7 +125,19 @@ fn both_event_loops_answer_the_same_bytes() {
     // MiB of responses take at least 65 sends of at most 64 KiB, and its
     // four exchanges a receive each for their first bytes (the rest of a
     // large body may be read directly, as epoll would).
-    let after_uring = tail(&ring);
+    // The last connection's close reaches the ring after its last answer
+    // (its end-of-stream receive completes then): wait for the tail to
+    // settle, so that what the epoll server's exchange adds is its own.
+    let mut after_uring = tail(&ring);
+    let settle_by = Instant::now() + Duration::from_secs(5);
+    loop {
+        thread::sleep(Duration::from_millis(200));
+        let now = tail(&ring);
+        if now == after_uring || Instant::now() > settle_by {
+            break;
+        }
+        after_uring = now;
+    }
     let least = 2 * (65 + 4);
     assert!(after_uring - idle >= least, "{} completions, fewer than {least}", after_uring - idle);
     let from_epoll = exchange(epoll.local_addr());
