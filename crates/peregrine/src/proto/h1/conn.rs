@@ -773,31 +773,26 @@ impl<S: 'static> Conn<S> {
         timer.arm(Wait::Write, worker.deadline_after(worker.config.io_timeout));
         timer.begin_transfer();
         // Most responses fit the socket at once: try that first.
-        let mut written = 0;
-        let mut failed = None;
-        match stream.try_write_now(&self.out) {
-            Ok(n) => {
-                written = n;
-                timer.moved(n);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => failed = Some(e),
-        }
-        let result = loop {
-            if let Some(e) = failed.take() {
-                break Err(e);
-            }
-            if written == self.out.len() {
-                break Ok(());
-            }
-            match stream.write(&self.out[written..]).await {
-                Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    written += n;
-                    timer.moved(n);
-                    timer.deadline.set(worker.deadline_after(worker.config.io_timeout));
+        let result = match stream.try_write_now(&self.out) {
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),
+            first => {
+                // What the try sent (nothing on `WouldBlock`).
+                let mut written = first.unwrap_or(0);
+                timer.moved(written);
+                loop {
+                    if written == self.out.len() {
+                        break Ok(());
+                    }
+                    match stream.write(&self.out[written..]).await {
+                        Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                        Ok(n) => {
+                            written += n;
+                            timer.moved(n);
+                            timer.deadline.set(worker.deadline_after(worker.config.io_timeout));
+                        }
+                        Err(e) => break Err(e),
+                    }
                 }
-                Err(e) => break Err(e),
             }
         };
         // `flush` pushes out what a TLS session still holds after taking all

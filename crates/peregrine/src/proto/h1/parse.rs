@@ -485,11 +485,7 @@ fn eq_folded(bytes: &[u8], lower: &[u8]) -> bool {
     }
     let n = bytes.len();
     if n >= 8 {
-        let word = |s: &[u8], at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&s[at..at + 8]);
-            u64::from_le_bytes(w) | 0x2020_2020_2020_2020
-        };
+        let word = |s: &[u8], at: usize| word_at(s, at) | 0x2020_2020_2020_2020;
         let mut at = 0;
         while at + 8 < n {
             if word(bytes, at) != word(lower, at) {

@@ -218,11 +218,11 @@ mod simd {
         // follows it in the buffer (every unpipelined request), and the
         // byte loop this replaced cost about 110 instructions there.
         if i < bytes.len() && bytes.len() >= 16 {
-            let from = bytes.len() - 16;
-            // SAFETY: `from + 16 == bytes.len()`, so the 16 bytes read are
-            // in bounds; `_mm_loadu_si128` has no alignment requirement.
-            let v = unsafe { _mm_loadu_si128(bytes.as_ptr().add(from).cast::<__m128i>()) };
-            let mask = candidates(v) >> (i - from);
+            let last_block = bytes.len() - 16;
+            // SAFETY: `last_block + 16 == bytes.len()`, so the 16 bytes read
+            // are in bounds; `_mm_loadu_si128` has no alignment requirement.
+            let v = unsafe { _mm_loadu_si128(bytes.as_ptr().add(last_block).cast::<__m128i>()) };
+            let mask = candidates(v) >> (i - last_block);
             return match first_stop(bytes, i, mask) {
                 Some(found) => Ok(found),
                 None => Err(bytes.len()),
