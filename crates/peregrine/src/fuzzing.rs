@@ -14,6 +14,12 @@ pub use crate::proto::h1::parse::{
 };
 pub use crate::proto::h2::hpack::{Decoder, Encoder, HpackError};
 
+/// The JSON writer behind `Json` and `Response::json`, for the fuzz target
+/// that holds it to serde_json's output.
+pub fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), String> {
+    crate::response::json::write(out, value).map_err(|e| e.to_string())
+}
+
 use std::io::IoSlice;
 use std::rc::Rc;
 use std::task::{Context, Poll};

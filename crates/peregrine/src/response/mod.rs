@@ -17,6 +17,7 @@ use crate::http::StatusCode;
 pub(crate) mod canned;
 mod file;
 pub(crate) mod headers;
+pub(crate) mod json;
 mod owned;
 mod stream;
 mod writer;
@@ -287,8 +288,9 @@ impl Response {
     /// A `200` JSON response, serialized now. Serialization failures (a map
     /// with non-string keys, say) become a `500`.
     pub fn json<T: Serialize + ?Sized>(value: &T) -> Response {
-        match serde_json::to_vec(value) {
-            Ok(body) => Response::with_body(JSON, body),
+        let mut body = Vec::with_capacity(128);
+        match json::write(&mut body, value) {
+            Ok(()) => Response::with_body(JSON, body),
             Err(e) => Error::internal(format!("JSON serialization failed: {e}")).into_response(),
         }
     }
@@ -446,7 +448,7 @@ impl<T: Serialize> IntoResponse for Json<T> {
     }
 
     fn write_to(self, w: &mut ResponseWriter<'_>) {
-        let written = w.write_with(StatusCode::OK, JSON, [], 32, |out| serde_json::to_writer(out, &self.0));
+        let written = w.write_with(StatusCode::OK, JSON, [], 32, |out| json::write(out, &self.0));
         if let Err(e) = written {
             Error::internal(format!("JSON serialization failed: {e}")).write_to(w);
         }
