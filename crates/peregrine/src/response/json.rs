@@ -281,12 +281,35 @@ impl<'a> Writer<'a> {
     }
 }
 
+/// The integer methods of a serializer, one list for both writers: `plain`
+/// writes the number, `quoted` writes it as a string (a map key).
 macro_rules! integers {
-    ($($method:ident: $ty:ty => $write:ident),* $(,)?) => {
+    ($how:ident) => {
+        integers!(@each $how,
+            serialize_i8: i8 => write_i8,
+            serialize_i16: i16 => write_i16,
+            serialize_i32: i32 => write_i32,
+            serialize_i64: i64 => write_i64,
+            serialize_i128: i128 => write_i128,
+            serialize_u8: u8 => write_u8,
+            serialize_u16: u16 => write_u16,
+            serialize_u32: u32 => write_u32,
+            serialize_u64: u64 => write_u64,
+            serialize_u128: u128 => write_u128,
+        );
+    };
+    (@each plain, $($method:ident: $ty:ty => $write:ident),* $(,)?) => {
         $(
             #[inline]
             fn $method(self, v: $ty) -> Result<(), JsonError> {
                 formatted(CompactFormatter.$write(self.out, v))
+            }
+        )*
+    };
+    (@each quoted, $($method:ident: $ty:ty => $write:ident),* $(,)?) => {
+        $(
+            fn $method(self, v: $ty) -> Result<(), JsonError> {
+                self.quoted(|out| CompactFormatter.$write(out, v))
             }
         )*
     };
@@ -309,18 +332,7 @@ impl<'a> ser::Serializer for Writer<'a> {
         Ok(())
     }
 
-    integers! {
-        serialize_i8: i8 => write_i8,
-        serialize_i16: i16 => write_i16,
-        serialize_i32: i32 => write_i32,
-        serialize_i64: i64 => write_i64,
-        serialize_i128: i128 => write_i128,
-        serialize_u8: u8 => write_u8,
-        serialize_u16: u16 => write_u16,
-        serialize_u32: u32 => write_u32,
-        serialize_u64: u64 => write_u64,
-        serialize_u128: u128 => write_u128,
-    }
+    integers!(plain);
 
     /// NaN and the infinities have no JSON form: `null`, as serde_json.
     #[inline]
@@ -478,43 +490,30 @@ impl ser::SerializeSeq for Compound<'_> {
     }
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = JsonError;
+/// Tuples of every kind are arrays: their elements go out as a sequence's.
+macro_rules! tuples_as_sequences {
+    ($($trait:ident :: $method:ident),* $(,)?) => {
+        $(
+            impl ser::$trait for Compound<'_> {
+                type Ok = ();
+                type Error = JsonError;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonError> {
-        ser::SerializeSeq::serialize_element(self, value)
-    }
+                fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonError> {
+                    ser::SerializeSeq::serialize_element(self, value)
+                }
 
-    fn end(self) -> Result<(), JsonError> {
-        ser::SerializeSeq::end(self)
-    }
+                fn end(self) -> Result<(), JsonError> {
+                    ser::SerializeSeq::end(self)
+                }
+            }
+        )*
+    };
 }
 
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = JsonError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonError> {
-        ser::SerializeSeq::serialize_element(self, value)
-    }
-
-    fn end(self) -> Result<(), JsonError> {
-        ser::SerializeSeq::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = JsonError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), JsonError> {
-        ser::SerializeSeq::serialize_element(self, value)
-    }
-
-    fn end(self) -> Result<(), JsonError> {
-        ser::SerializeSeq::end(self)
-    }
+tuples_as_sequences! {
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
 }
 
 impl ser::SerializeMap for Compound<'_> {
@@ -606,16 +605,6 @@ impl KeyWriter<'_> {
     }
 }
 
-macro_rules! quoted_integers {
-    ($($method:ident: $ty:ty => $write:ident),* $(,)?) => {
-        $(
-            fn $method(self, v: $ty) -> Result<(), JsonError> {
-                self.quoted(|out| CompactFormatter.$write(out, v))
-            }
-        )*
-    };
-}
-
 macro_rules! refused {
     ($($method:ident($($arg:ty),*) -> $ok:ty),* $(,)?) => {
         $(
@@ -652,18 +641,7 @@ impl ser::Serializer for KeyWriter<'_> {
         self.quoted(|out| CompactFormatter.write_bool(out, v))
     }
 
-    quoted_integers! {
-        serialize_i8: i8 => write_i8,
-        serialize_i16: i16 => write_i16,
-        serialize_i32: i32 => write_i32,
-        serialize_i64: i64 => write_i64,
-        serialize_i128: i128 => write_i128,
-        serialize_u8: u8 => write_u8,
-        serialize_u16: u16 => write_u16,
-        serialize_u32: u32 => write_u32,
-        serialize_u64: u64 => write_u64,
-        serialize_u128: u128 => write_u128,
-    }
+    integers!(quoted);
 
     fn serialize_f32(self, v: f32) -> Result<(), JsonError> {
         if !v.is_finite() {
