@@ -62,6 +62,10 @@ fn key_must_be_a_string() -> JsonError {
     JsonError::new("key must be a string")
 }
 
+fn raw_value_must_be_a_string() -> JsonError {
+    JsonError::new("a raw JSON value must be a string")
+}
+
 /// serde_json's struct names for values it writes verbatim: a `RawValue`
 /// (feature `raw_value`) and a `Number` (feature `arbitrary_precision`).
 const RAW_TOKENS: [&str; 2] = ["$serde_json::private::RawValue", "$serde_json::private::Number"];
@@ -189,7 +193,7 @@ fn push_short_quoted(out: &mut Vec<u8>, bytes: &[u8]) {
     unsafe { out.set_len(len + n + 2) };
 }
 
-/// The inside of a string that holds bytes to escape.
+/// The inside of a string, its bytes to escape escaped.
 fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
     let mut start = 0;
     while let Some(at) = first_escape(bytes, start) {
@@ -223,14 +227,7 @@ fn write_display<T: Display + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()
     struct Escaping<'a>(&'a mut Vec<u8>);
     impl fmt::Write for Escaping<'_> {
         fn write_str(&mut self, s: &str) -> fmt::Result {
-            let bytes = s.as_bytes();
-            let mut start = 0;
-            while let Some(at) = first_escape(bytes, start) {
-                self.0.extend_from_slice(&bytes[start..at]);
-                write_escape(self.0, bytes[at]);
-                start = at + 1;
-            }
-            self.0.extend_from_slice(&bytes[start..]);
+            write_escaped(self.0, s.as_bytes());
             Ok(())
         }
     }
@@ -605,11 +602,12 @@ impl KeyWriter<'_> {
     }
 }
 
+/// Serializer methods that only refuse, with the error `$why()`.
 macro_rules! refused {
-    ($($method:ident($($arg:ty),*) -> $ok:ty),* $(,)?) => {
+    ($why:ident; $($method:ident($($arg:ty),*) -> $ok:ty),* $(,)?) => {
         $(
             fn $method(self, $(_: $arg),*) -> Result<$ok, JsonError> {
-                Err(key_must_be_a_string())
+                Err($why())
             }
         )*
     };
@@ -683,7 +681,7 @@ impl ser::Serializer for KeyWriter<'_> {
         write_display(self.out, value)
     }
 
-    refused! {
+    refused! { key_must_be_a_string;
         serialize_bytes(&[u8]) -> (),
         serialize_none() -> (),
         serialize_unit() -> (),
@@ -713,16 +711,6 @@ struct RawWriter<'a> {
     out: &'a mut Vec<u8>,
 }
 
-macro_rules! not_raw {
-    ($($method:ident($($arg:ty),*) -> $ok:ty),* $(,)?) => {
-        $(
-            fn $method(self, $(_: $arg),*) -> Result<$ok, JsonError> {
-                Err(JsonError::new("a raw JSON value must be a string"))
-            }
-        )*
-    };
-}
-
 impl ser::Serializer for RawWriter<'_> {
     type Ok = ();
     type Error = JsonError;
@@ -739,7 +727,7 @@ impl ser::Serializer for RawWriter<'_> {
         Ok(())
     }
 
-    not_raw! {
+    refused! { raw_value_must_be_a_string;
         serialize_bool(bool) -> (),
         serialize_i8(i8) -> (),
         serialize_i16(i16) -> (),
@@ -767,7 +755,7 @@ impl ser::Serializer for RawWriter<'_> {
     }
 
     fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<(), JsonError> {
-        Err(JsonError::new("a raw JSON value must be a string"))
+        Err(raw_value_must_be_a_string())
     }
 
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
@@ -775,7 +763,7 @@ impl ser::Serializer for RawWriter<'_> {
         _name: &'static str,
         _value: &T,
     ) -> Result<(), JsonError> {
-        Err(JsonError::new("a raw JSON value must be a string"))
+        Err(raw_value_must_be_a_string())
     }
 
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -785,7 +773,7 @@ impl ser::Serializer for RawWriter<'_> {
         _variant: &'static str,
         _value: &T,
     ) -> Result<(), JsonError> {
-        Err(JsonError::new("a raw JSON value must be a string"))
+        Err(raw_value_must_be_a_string())
     }
 }
 
@@ -879,7 +867,12 @@ mod tests {
         match theirs {
             Ok(theirs) => {
                 assert!(written.is_ok(), "{value:?}: ours failed ({written:?}), serde_json wrote {theirs:?}");
-                assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs), "{value:?}");
+                assert!(
+                    ours == theirs,
+                    "{value:?}: ours {:?}, serde_json {:?}",
+                    String::from_utf8_lossy(&ours),
+                    String::from_utf8_lossy(&theirs)
+                );
             }
             Err(e) => assert!(written.is_err(), "{value:?}: serde_json refused ({e}), ours wrote {ours:?}"),
         }
