@@ -167,40 +167,8 @@ pub fn parse_head<'b, 'h>(
     // large whatever follows.
     let window = &buf[..buf.len().min(limits.max_head_bytes)];
     let max_headers = limits.max_headers.min(slots.len());
-    let mut count = 0;
-    match parse_in(window, &mut slots[..max_headers], &mut count) {
-        Ok(head) => {
-            let initialised = &slots[..count];
-            // SAFETY: `parse_in` wrote `count` entries at the front of the
-            // slots before returning, and `MaybeUninit<Header>` has the same
-            // layout as `Header`.
-            let headers =
-                unsafe { &*(initialised as *const [MaybeUninit<Header<'b>>] as *const [Header<'b>]) };
-            let Head {
-                method,
-                method_str,
-                path,
-                query,
-                version,
-                len,
-                framing,
-                keep_alive,
-                expect_continue,
-                ..
-            } = head;
-            Ok(Some(Head {
-                method,
-                method_str,
-                path,
-                query,
-                version,
-                headers,
-                len,
-                framing,
-                keep_alive,
-                expect_continue,
-            }))
-        }
+    match parse_in(window, &mut slots[..max_headers]) {
+        Ok(head) => Ok(Some(head)),
         Err(Stop::Partial) if buf.len() >= limits.max_head_bytes => {
             Err(if target_unfinished(window) { ParseError::UriTooLong } else { ParseError::HeadTooLarge })
         }
@@ -223,26 +191,21 @@ fn target_unfinished(window: &[u8]) -> bool {
     }
 }
 
-/// The parse proper. Writes headers into `slots` and, on success, their
-/// number into `count`; the returned head's `headers` is left empty for the
-/// caller to fill.
+/// The parse proper: writes the headers into `slots` and returns the head
+/// with them.
 ///
 /// Compiled twice: once for CPUs with SSSE3, where the header-name scan
 /// classifies bytes with `pshufb` and is inlined into the header loop (a
 /// `target_feature` function can be inlined only into one with the same
 /// features), and once with SSE2 alone.
 #[inline(always)]
-fn parse_in<'b>(
-    buf: &'b [u8],
-    slots: &mut [MaybeUninit<Header<'b>>],
-    count: &mut usize,
-) -> Result<Head<'b, 'b>, Stop> {
+fn parse_in<'b, 'h>(buf: &'b [u8], slots: &'h mut [MaybeUninit<Header<'b>>]) -> Result<Head<'b, 'h>, Stop> {
     #[cfg(target_arch = "x86_64")]
     if let Some(token) = scan::Ssse3::detect() {
         // SAFETY: `token` proves the CPU has SSSE3.
-        return unsafe { parse_in_ssse3(token, buf, slots, count) };
+        return unsafe { parse_in_ssse3(token, buf, slots) };
     }
-    parse_with(None, buf, slots, count)
+    parse_with(None, buf, slots)
 }
 
 /// [`parse_with`] compiled for SSSE3.
@@ -251,23 +214,21 @@ fn parse_in<'b>(
 /// The CPU must support SSSE3 (which `token` proves).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "ssse3")]
-unsafe fn parse_in_ssse3<'b>(
+unsafe fn parse_in_ssse3<'b, 'h>(
     token: scan::Ssse3,
     buf: &'b [u8],
-    slots: &mut [MaybeUninit<Header<'b>>],
-    count: &mut usize,
-) -> Result<Head<'b, 'b>, Stop> {
-    parse_with(Some(token), buf, slots, count)
+    slots: &'h mut [MaybeUninit<Header<'b>>],
+) -> Result<Head<'b, 'h>, Stop> {
+    parse_with(Some(token), buf, slots)
 }
 
 /// See [`parse_in`]; `ssse3` says whether SSSE3 may be used.
 #[inline(always)]
-fn parse_with<'b>(
+fn parse_with<'b, 'h>(
     ssse3: Option<scan::Ssse3>,
     buf: &'b [u8],
-    slots: &mut [MaybeUninit<Header<'b>>],
-    count: &mut usize,
-) -> Result<Head<'b, 'b>, Stop> {
+    slots: &'h mut [MaybeUninit<Header<'b>>],
+) -> Result<Head<'b, 'h>, Stop> {
     let n = buf.len();
     // RFC 9112 §2.2: ignore empty lines before the request line.
     let mut i = 0;
@@ -311,14 +272,22 @@ fn parse_with<'b>(
     let target = unsafe { std::str::from_utf8_unchecked(&buf[target_start..i]) };
     i += 1;
 
-    // Version, then CRLF.
-    let version = parse_version(&buf[i..n.min(i + 8)])?;
-    i += 8;
-    match (buf.get(i), buf.get(i + 1)) {
-        (Some(b'\r'), Some(b'\n')) => i += 2,
-        (None, _) | (Some(b'\r'), None) => return Err(Stop::Partial),
-        _ => return Err(bad("malformed request line")),
-    }
+    // Version, then CRLF. `HTTP/1.1\r\n` is one word and two bytes:
+    // the general path (a call, a `Result` and byte checks) cost about 40
+    // instructions a request.
+    let version = if i + 10 <= n && word_at(buf, i) == word(b"HTTP/1.1") && buf[i + 8..i + 10] == *b"\r\n" {
+        i += 10;
+        Version::Http11
+    } else {
+        let version = parse_version(&buf[i..n.min(i + 8)])?;
+        i += 8;
+        match (buf.get(i), buf.get(i + 1)) {
+            (Some(b'\r'), Some(b'\n')) => i += 2,
+            (None, _) | (Some(b'\r'), None) => return Err(Stop::Partial),
+            _ => return Err(bad("malformed request line")),
+        }
+        version
+    };
 
     let method = if known_get { Method::Get } else { Method::from_token(method_str) };
     // The common case, a path with no `?#%.` in it, needs no closer look.
@@ -330,8 +299,6 @@ fn parse_with<'b>(
 
     // Header fields.
     let mut seen = Seen::new(version);
-    // Counted here and stored in `count` once, at the end: a store through
-    // the reference on every header cost a reload and a store a header.
     let mut filled = 0;
     loop {
         match buf.get(i) {
@@ -401,14 +368,17 @@ fn parse_with<'b>(
     }
 
     let semantics = seen.finish()?;
-    *count = filled;
+    let initialised = &slots[..filled];
+    // SAFETY: the loop above wrote the first `filled` slots, and
+    // `MaybeUninit<Header>` has the same layout as `Header`.
+    let headers = unsafe { &*(initialised as *const [MaybeUninit<Header<'b>>] as *const [Header<'b>]) };
     Ok(Head {
         method,
         method_str,
         path,
         query,
         version,
-        headers: &[],
+        headers,
         len: i,
         framing: semantics.framing,
         keep_alive: semantics.keep_alive,
