@@ -315,6 +315,19 @@ fn parse_with<'b, 'h>(
         }
         let name_start = i;
         let (field, name_end) = match known_field(buf, i) {
+            Some((Field::Connection, _)) if is_keep_alive_line(buf, i) => {
+                let Some(slot) = slots.get_mut(filled) else {
+                    return Err(ParseError::HeadTooLarge.into());
+                };
+                // SAFETY: the line is `KEEP_ALIVE_LINE`, ASCII.
+                let name = unsafe { std::str::from_utf8_unchecked(&buf[i..i + CONNECTION_LEN]) };
+                let value_at = i + CONNECTION_LEN + 2;
+                slot.write(Header { name, value: &buf[value_at..value_at + KEEP_ALIVE_LEN] });
+                filled += 1;
+                seen.conn_keep_alive = true;
+                i += KEEP_ALIVE_LINE.len();
+                continue;
+            }
             Some((field, name_len)) => {
                 // The name, its colon and one space.
                 i += name_len + 2;
@@ -585,6 +598,38 @@ const fn word(bytes: &[u8]) -> u64 {
         k += 1;
     }
     w
+}
+
+/// `Connection: keep-alive` and its line end, as browsers and load
+/// generators (wrk, TechEmpower's) send it.
+const KEEP_ALIVE_LINE: &[u8; 24] = b"Connection: keep-alive\r\n";
+const CONNECTION_LEN: usize = "Connection".len();
+const KEEP_ALIVE_LEN: usize = "keep-alive".len();
+
+/// Whether the line at `at` is exactly [`KEEP_ALIVE_LINE`]. Asked only of
+/// lines [`known_field`] found to be `Connection: ` ones; three word
+/// compares then stand in for the value scan, the trim and the token match
+/// of the general path. A pipelined TechEmpower plaintext head went from
+/// 770 to 701 instructions (callgrind, the parser alone). Asked of every
+/// line instead, it saved 9 more there but cost each other line about 4.
+#[inline(always)]
+fn is_keep_alive_line(buf: &[u8], at: usize) -> bool {
+    const fn line_word(k: usize) -> u64 {
+        u64::from_le_bytes([
+            KEEP_ALIVE_LINE[k],
+            KEEP_ALIVE_LINE[k + 1],
+            KEEP_ALIVE_LINE[k + 2],
+            KEEP_ALIVE_LINE[k + 3],
+            KEEP_ALIVE_LINE[k + 4],
+            KEEP_ALIVE_LINE[k + 5],
+            KEEP_ALIVE_LINE[k + 6],
+            KEEP_ALIVE_LINE[k + 7],
+        ])
+    }
+    at + KEEP_ALIVE_LINE.len() <= buf.len()
+        && word_at(buf, at) == line_word(0)
+        && word_at(buf, at + 8) == line_word(8)
+        && word_at(buf, at + 16) == line_word(16)
 }
 
 /// The field and name length of a header line that starts, at `at`, with
