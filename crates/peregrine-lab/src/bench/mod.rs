@@ -610,7 +610,7 @@ fn measure_started(
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
     }
-    let ticks = after.total().saturating_sub(before.total());
+    let ticks = after.since(before);
     let mut m = Measurement::new(report, ticks, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);
     Ok(m)
@@ -720,7 +720,7 @@ fn measure_arena(
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
     }
-    let ticks = after.total().saturating_sub(before.total());
+    let ticks = after.since(before);
     let mut m =
         Measurement::new(as_wrk_report(&report, level.pipeline > 1), ticks, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);

@@ -7,6 +7,7 @@
 //! medians; runs with errors are counted and listed, never averaged in.
 
 use super::levels::Level;
+use crate::rig::procfs::CpuTicks;
 use crate::rig::stats::{median, per_cpu_second, ratio, spread, Spread};
 use crate::rig::wrk::WrkReport;
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,12 @@ pub struct Measurement {
     pub wrk: WrkReport,
     /// Server CPU time (user + system, all threads) during the measured run.
     pub cpu_seconds: f64,
+    /// The system (kernel) part of `cpu_seconds`: on loopback it holds the
+    /// socket calls and the TCP work they set off, which user-space
+    /// changes cannot touch, so it says how much of a gap to another
+    /// server such changes can close.
+    #[serde(default)]
+    pub kernel_cpu_seconds: Option<f64>,
     /// Total requests / server CPU seconds; absent if no CPU time was seen.
     pub requests_per_cpu_second: Option<f64>,
     /// Server peak RSS (VmHWM) after the run, in KiB.
@@ -36,17 +43,27 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    pub fn new(wrk: WrkReport, cpu_ticks: u64, ticks_per_second: u64, rss: Option<u64>) -> Self {
-        let cpu_seconds = cpu_ticks as f64 / ticks_per_second.max(1) as f64;
+    /// A run's measurement from the report and the server's CPU time over
+    /// the measured run (`cpu`, in clock ticks).
+    pub fn new(wrk: WrkReport, cpu: CpuTicks, ticks_per_second: u64, rss: Option<u64>) -> Self {
+        let seconds = |ticks: u64| ticks as f64 / ticks_per_second.max(1) as f64;
+        let cpu_seconds = seconds(cpu.total());
         Measurement {
             requests_per_cpu_second: per_cpu_second(wrk.total_requests, cpu_seconds),
             wrk,
             cpu_seconds,
+            kernel_cpu_seconds: Some(seconds(cpu.stime)),
             peak_rss_kib: rss,
             client_cpu_seconds: None,
             bytes_per_response: None,
             db_cpu_seconds: None,
         }
+    }
+
+    /// The kernel's share of the server's CPU time.
+    pub fn kernel_cpu_share(&self) -> Option<f64> {
+        let kernel = self.kernel_cpu_seconds?;
+        (self.cpu_seconds > 0.0).then(|| kernel / self.cpu_seconds)
     }
 
     /// The database's share of the CPU time the server and the database
@@ -119,6 +136,10 @@ pub struct Summary {
     pub latency_p99_ms: Option<f64>,
     /// Highest peak RSS seen in any run, in KiB.
     pub peak_rss_kib: Option<u64>,
+    /// Median over clean runs of the kernel's share of the server's CPU
+    /// time.
+    #[serde(default)]
+    pub kernel_cpu_share: Option<f64>,
     /// Median over clean runs of requests per client CPU-second.
     #[serde(default)]
     pub requests_per_client_cpu_second: Option<f64>,
@@ -161,6 +182,7 @@ impl Summary {
             latency_p50_ms: None,
             latency_p99_ms: None,
             peak_rss_kib: None,
+            kernel_cpu_share: None,
             requests_per_client_cpu_second: None,
             bytes_per_response: None,
             db_cpu_seconds: None,
@@ -192,6 +214,7 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
         latency_p50_ms: median(&collect(&|m| m.wrk.latency_p50_ms)),
         latency_p99_ms: median(&collect(&|m| m.wrk.latency_p99_ms)),
         peak_rss_kib: runs.iter().filter_map(|r| r.measurement.as_ref()?.peak_rss_kib).max(),
+        kernel_cpu_share: median(&collect(&|m| m.kernel_cpu_share())),
         requests_per_client_cpu_second: median(&collect(&|m| {
             per_cpu_second(m.wrk.total_requests, m.client_cpu_seconds?)
         })),
@@ -252,12 +275,14 @@ mod tests {
             non_2xx_3xx: errors,
             socket_errors: SocketErrors::default(),
         };
+        // A third of the ticks in user space, the rest in the kernel.
+        let cpu = CpuTicks { utime: ticks / 3, stime: ticks - ticks / 3 };
         RunRecord {
             test: "plaintext".into(),
             level: LEVEL,
             server: server.into(),
             round,
-            measurement: Some(Measurement::new(wrk, ticks, 100, Some(1000 + round as u64))),
+            measurement: Some(Measurement::new(wrk, cpu, 100, Some(1000 + round as u64))),
             failure: None,
         }
     }
@@ -268,6 +293,18 @@ mod tests {
         let m = run("a", 1, 1.0, 300, 150, 0).measurement.expect("measured");
         assert_eq!(m.cpu_seconds, 1.5);
         assert_eq!(m.requests_per_cpu_second, Some(200.0));
+        // 100 of the 150 ticks were the kernel's.
+        assert_eq!(m.kernel_cpu_seconds, Some(1.0));
+        assert_eq!(m.kernel_cpu_share(), Some(1.0 / 1.5));
+    }
+
+    #[test]
+    fn kernel_share_needs_cpu_time_and_an_old_record_has_none() {
+        let idle = run("a", 1, 1.0, 300, 0, 0).measurement.expect("measured");
+        assert_eq!(idle.kernel_cpu_share(), None);
+        let mut old = run("a", 1, 1.0, 300, 150, 0).measurement.expect("measured");
+        old.kernel_cpu_seconds = None;
+        assert_eq!(old.kernel_cpu_share(), None);
     }
 
     #[test]
@@ -303,6 +340,9 @@ mod tests {
         let rps = s.requests_per_sec.expect("clean runs exist");
         assert_eq!((rps.median, rps.min, rps.max), (200.0, 100.0, 300.0));
         assert_eq!(s.peak_rss_kib, Some(1003));
+        // 67 of each clean run's 100 ticks were the kernel's; the errored
+        // run's (1 tick, all kernel) stays out.
+        assert_eq!(s.kernel_cpu_share, Some(0.67));
         assert_eq!(runs[3].problem().as_deref(), Some("failed: server exited"));
         let silent = run("a", 5, 0.0, 0, 100, 0);
         assert!(!silent.is_clean(), "a run without answers measured nothing");

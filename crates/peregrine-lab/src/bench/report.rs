@@ -277,22 +277,33 @@ pub fn markdown(results: &Results) -> String {
     out
 }
 
-/// The client's side of each row: requests per client CPU-second (is the
-/// load generator the bottleneck?) and, where the lab's generator measured
-/// it, bytes per response (HttpArena's json-comp score depends on it).
-/// Left out for results from before the bench recorded them.
+/// Where each row's CPU went besides the headline figures: the kernel's
+/// share of the server's CPU time (what user-space work can no longer
+/// win back), requests per client CPU-second (is the load generator the
+/// bottleneck?) and, where the lab's generator measured it, bytes per
+/// response (HttpArena's json-comp score depends on it). Left out for
+/// results from before the bench recorded them.
 fn client_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
-    if rows.iter().all(|r| r.requests_per_client_cpu_second.is_none() && r.bytes_per_response.is_none()) {
+    if rows.iter().all(|r| {
+        r.kernel_cpu_share.is_none()
+            && r.requests_per_client_cpu_second.is_none()
+            && r.bytes_per_response.is_none()
+    }) {
         return;
     }
-    let _ = writeln!(out, "\n| {} | server | req per client CPU-s | bytes/response |", t.axis.title());
-    let _ = writeln!(out, "|---:|---|---:|---:|");
+    let _ = writeln!(
+        out,
+        "\n| {} | server | server CPU in kernel | req per client CPU-s | bytes/response |",
+        t.axis.title()
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|");
     for row in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
             t.value(&row.level),
             row.server,
+            percent(row.kernel_cpu_share),
             row.requests_per_client_cpu_second.map_or("—".into(), count),
             row.bytes_per_response.map_or("—".into(), count)
         );
@@ -447,11 +458,17 @@ mod tests {
         let mut results = canned();
         assert!(!markdown(&results).contains("req per client CPU-s"));
         let arena = results.summaries.iter_mut().find(|s| s.test == "json").expect("json rows");
+        arena.kernel_cpu_share = Some(0.774);
         arena.requests_per_client_cpu_second = Some(250_000.0);
         arena.bytes_per_response = Some(1342.4);
         let md = markdown(&results);
-        assert!(md.contains("| connections | server | req per client CPU-s | bytes/response |"), "{md}");
-        assert!(md.contains("| 250,000 | 1,342 |"), "{md}");
+        assert!(
+            md.contains(
+                "| connections | server | server CPU in kernel | req per client CPU-s | bytes/response |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 77% | 250,000 | 1,342 |"), "{md}");
     }
 
     #[test]

@@ -18,6 +18,14 @@ impl CpuTicks {
     pub fn total(self) -> u64 {
         self.utime + self.stime
     }
+
+    /// The time used since `earlier`, a reading of the same process.
+    pub fn since(self, earlier: CpuTicks) -> CpuTicks {
+        CpuTicks {
+            utime: self.utime.saturating_sub(earlier.utime),
+            stime: self.stime.saturating_sub(earlier.stime),
+        }
+    }
 }
 
 /// Why a `/proc` file could not be used.
