@@ -610,8 +610,8 @@ fn measure_started(
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
     }
-    let ticks = after.since(before);
-    let mut m = Measurement::new(report, ticks, s.clock_ticks_per_second, rss);
+    let cpu = after.since(before);
+    let mut m = Measurement::new(report, cpu, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);
     Ok(m)
 }
@@ -720,9 +720,9 @@ fn measure_arena(
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
     }
-    let ticks = after.since(before);
+    let cpu = after.since(before);
     let mut m =
-        Measurement::new(as_wrk_report(&report, level.pipeline > 1), ticks, s.clock_ticks_per_second, rss);
+        Measurement::new(as_wrk_report(&report, level.pipeline > 1), cpu, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);
     m.bytes_per_response = report.bytes_per_response();
     m.db_cpu_seconds = db_ticks.map(|t| t as f64 / s.clock_ticks_per_second.max(1) as f64);

@@ -316,14 +316,10 @@ fn parse_with<'b, 'h>(
         let name_start = i;
         let (field, name_end) = match known_field(buf, i) {
             Some((Field::Connection, _)) if is_keep_alive_line(buf, i) => {
-                let Some(slot) = slots.get_mut(filled) else {
-                    return Err(ParseError::HeadTooLarge.into());
-                };
                 // SAFETY: the line is `KEEP_ALIVE_LINE`, ASCII.
                 let name = unsafe { std::str::from_utf8_unchecked(&buf[i..i + CONNECTION_LEN]) };
                 let value_at = i + CONNECTION_LEN + 2;
-                slot.write(Header { name, value: &buf[value_at..value_at + KEEP_ALIVE_LEN] });
-                filled += 1;
+                push_header(slots, &mut filled, name, &buf[value_at..value_at + KEEP_ALIVE_LEN])?;
                 seen.conn_keep_alive = true;
                 i += KEEP_ALIVE_LINE.len();
                 continue;
@@ -361,13 +357,9 @@ fn parse_with<'b, 'h>(
         let value_start = i;
         let value_end = scan_value(buf, &mut i)?;
         let value = trim_end(&buf[value_start..value_end]);
-        let Some(slot) = slots.get_mut(filled) else {
-            return Err(ParseError::HeadTooLarge.into());
-        };
         // SAFETY: every byte of the name is a tchar, which is ASCII.
         let name = unsafe { std::str::from_utf8_unchecked(name) };
-        slot.write(Header { name, value });
-        filled += 1;
+        push_header(slots, &mut filled, name, value)?;
         seen.observe(field, value)?;
     }
 
@@ -397,6 +389,23 @@ fn parse_with<'b, 'h>(
         keep_alive: semantics.keep_alive,
         expect_continue: semantics.expect_continue,
     })
+}
+
+/// Writes a header into the first of `slots` after the `filled` ones. A
+/// head with more headers than slots is too large.
+#[inline(always)]
+fn push_header<'b>(
+    slots: &mut [MaybeUninit<Header<'b>>],
+    filled: &mut usize,
+    name: &'b str,
+    value: &'b [u8],
+) -> Result<(), Stop> {
+    let Some(slot) = slots.get_mut(*filled) else {
+        return Err(ParseError::HeadTooLarge.into());
+    };
+    slot.write(Header { name, value });
+    *filled += 1;
+    Ok(())
 }
 
 /// `HTTP/1.1` or `HTTP/1.0`, from the (up to) eight bytes available.
