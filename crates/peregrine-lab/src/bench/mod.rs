@@ -42,13 +42,11 @@ mod report;
 
 use crate::rig::arena::{self, Profile};
 use crate::rig::dbcpu::Postmaster;
-use crate::rig::load::{self as rig_load, LoadReport};
 use crate::rig::server::{self, RunningServer};
-use crate::rig::wrk::{SocketErrors, WrkReport};
 use crate::rig::{fdlimit, procfs, wrk};
 use config::ServerSpec;
 use levels::{Level, LevelOptions, TestLevels};
-use load::WrkRun;
+use load::{as_wrk_report, run_load_child, TfbClient, TfbRun};
 use progress::{Progress, Step};
 use records::{Measurement, RunRecord, Summary};
 use report::{Results, Settings};
@@ -65,13 +63,20 @@ pub struct BenchArgs {
     /// Benchmark only these servers (comma-separated names), in this order.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// TFB tests to run under wrk (comma-separated), each a key of the
+    /// TFB tests to run (comma-separated), each a key of the
     /// servers' `paths`. The default is the seven TFB test types, unless
     /// --profiles is given; the database tests need the servers' database
     /// (e.g. DATABASE_URL from `scripts/pg start`) and are marked as failed
     /// runs for a server that answers them with errors.
     #[arg(long, value_delimiter = ',')]
     tests: Option<Vec<String>>,
+    /// The load generator of the TFB tests: `wrk` (one thread, as
+    /// TechEmpower runs them) or `lab` (`peregrine-lab load`, the same
+    /// requests for about 0.7x of wrk's CPU per request, so a server faster
+    /// than one wrk thread is measured nearer its own limit). HttpArena
+    /// profiles always use the lab's generator.
+    #[arg(long, value_enum, default_value_t = TfbClient::Wrk)]
+    client: TfbClient,
     /// HttpArena HTTP/1.1 profiles to run under the lab's own load
     /// generator (comma-separated, or `all`): baseline, pipelined,
     /// limited-conn, json, json-comp, upload, static, async-db, crud, api-4.
@@ -86,10 +91,10 @@ pub struct BenchArgs {
     /// Rounds per test [default: 3, or 1 with --quick].
     #[arg(long)]
     rounds: Option<u32>,
-    /// Seconds of each measured wrk run [default: 5, or 2 with --quick].
+    /// Seconds of each measured run [default: 5, or 2 with --quick].
     #[arg(long)]
     duration: Option<u32>,
-    /// Seconds of wrk warm-up before each measured run, 0 for none
+    /// Seconds of warm-up load before each measured run, 0 for none
     /// [default: 2, or 1 with --quick].
     #[arg(long)]
     warmup: Option<u32>,
@@ -100,7 +105,7 @@ pub struct BenchArgs {
     /// CPU list the server is pinned to (taskset -c syntax).
     #[arg(long, default_value = "0")]
     server_cpu: String,
-    /// CPU list wrk is pinned to (taskset -c syntax).
+    /// CPU list the load generator is pinned to (taskset -c syntax).
     #[arg(long, default_value = "1")]
     client_cpu: String,
     /// Pipelined requests per write for the plaintext test; 1 disables.
@@ -383,7 +388,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         .filter(|t| levels::arena_profile(&t.test).is_none())
         .flat_map(|t| &t.levels)
         .any(|l| l.pipeline > 1);
-    if pipelined && !pipeline_script.is_file() {
+    if pipelined && args.client == TfbClient::Wrk && !pipeline_script.is_file() {
         return Err(format!(
             "pipelined plaintext needs {} (or pass --pipeline 1)",
             pipeline_script.display()
@@ -431,6 +436,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         client_cpu: args.client_cpu.clone(),
         baseline: args.baseline.clone(),
         wrk_version: wrk::version().unwrap_or_else(|| "wrk (unknown version)".into()),
+        tfb_client: args.client,
         clock_ticks_per_second: procfs::clock_ticks_per_second().map_err(|e| e.to_string())?,
         started_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
@@ -578,14 +584,15 @@ fn measure_started(
     let mut srv =
         RunningServer::start(&spec.name, &spec.run_argv(), &spec.run_env(), addr, &s.server_cpu, &log)?;
 
-    let pipelined = level.pipeline > 1;
-    let mut load = WrkRun {
+    let mut load = TfbRun {
+        client: s.tfb_client,
         url: format!("http://{addr}{}", level_path(path, &level)),
         test: test.to_string(),
         connections: level.connections,
         duration_secs: s.warmup_secs,
         cpu: s.client_cpu.clone(),
-        pipeline: pipelined.then(|| (plan.pipeline_script.clone(), level.pipeline)),
+        pipeline: level.pipeline,
+        script: plan.pipeline_script.clone(),
     };
     if s.warmup_secs > 0 {
         load.run().map_err(|e| format!("warm-up: {e}"))?;
@@ -595,12 +602,11 @@ fn measure_started(
     load.duration_secs = s.duration_secs;
     let pid = srv.pid();
     let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
-    let client_before = rig_load::children_cpu_seconds();
-    let mut report = load.run()?;
-    let client_cpu = rig_load::children_cpu_seconds() - client_before;
-    if pipelined {
-        // wrk times a whole pipelined batch as one sample, so its latency
-        // percentiles mean little there (p99 can even come out below p50).
+    let (mut report, client_cpu) = load.run()?;
+    if level.pipeline > 1 {
+        // A client times a whole pipelined batch as one sample, so its
+        // latency percentiles mean little there (wrk's p99 can even come
+        // out below its p50).
         report.latency_p50_ms = None;
         report.latency_p99_ms = None;
     }
@@ -639,47 +645,6 @@ fn arena_argv(
     ]);
     argv.extend(["-d".into(), secs.to_string(), "--warmup".into(), "0".into(), "--json".into()]);
     argv
-}
-
-/// Runs one load child to completion: its report and its CPU seconds.
-fn run_load_child(argv: &[String]) -> Result<(LoadReport, f64), String> {
-    let before = rig_load::children_cpu_seconds();
-    let out = std::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .output()
-        .map_err(|e| format!("cannot run `{}`: {e}", argv.join(" ")))?;
-    let cpu = rig_load::children_cpu_seconds() - before;
-    if !out.status.success() {
-        return Err(format!(
-            "load generator failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let report = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("load generator's report: {e}: {}", String::from_utf8_lossy(&out.stdout)))?;
-    Ok((report, cpu))
-}
-
-/// The lab's load report in the shape the records keep (wrk's): a
-/// malformed answer counts as a read error.
-fn as_wrk_report(r: &LoadReport, pipelined: bool) -> WrkReport {
-    WrkReport {
-        requests_per_sec: r.requests_per_sec,
-        total_requests: r.requests,
-        duration_secs: r.duration_secs,
-        // The generator times each answer of a pipelined batch from the
-        // batch's write, which is latency but not wrk's; keep them out.
-        latency_p50_ms: r.latency_p50_ms.filter(|_| !pipelined),
-        latency_p99_ms: r.latency_p99_ms.filter(|_| !pipelined),
-        non_2xx_3xx: r.non_2xx_3xx(),
-        socket_errors: SocketErrors {
-            connect: r.errors.connect,
-            read: r.errors.read + r.errors.malformed,
-            write: r.errors.write,
-            timeout: r.errors.timeout,
-        },
-    }
 }
 
 /// One run of an HttpArena profile: the server fresh, a warm-up child, then
@@ -762,6 +727,7 @@ fn arena_profiles(names: &[String]) -> Result<Vec<&'static Profile>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rig::load::{self as rig_load, LoadReport};
 
     fn spec(name: &str) -> ServerSpec {
         ServerSpec {
@@ -869,6 +835,7 @@ mod tests {
                 client_cpu: "1".into(),
                 baseline: "a".into(),
                 wrk_version: String::new(),
+                tfb_client: TfbClient::Wrk,
                 clock_ticks_per_second: 100,
                 started_unix_secs: 0,
             },

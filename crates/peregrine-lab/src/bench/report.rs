@@ -10,6 +10,7 @@
 use super::chart;
 use super::composite::{self, Composite};
 use super::levels::TestLevels;
+use super::load::TfbClient;
 use super::records::{RunRecord, Summary};
 use crate::rig::stats::{count, Spread};
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,9 @@ pub struct Settings {
     pub client_cpu: String,
     pub baseline: String,
     pub wrk_version: String,
+    /// The load generator of the TFB tests (older results files: wrk).
+    #[serde(default)]
+    pub tfb_client: TfbClient,
     pub clock_ticks_per_second: u64,
     pub started_unix_secs: u64,
 }
@@ -185,10 +189,13 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "# peregrine-lab bench\n");
     let _ = writeln!(
         out,
-        "{}, 1 thread (HttpArena profiles: `peregrine-lab load`, one thread); {} s measured after \
+        "{} (HttpArena profiles: `peregrine-lab load`, one thread); {} s measured after \
          {} s warm-up; {} round(s), servers alternating within each round; server on CPU {}, \
          client on CPU {}; {} Hz CPU clock.\n",
-        s.wrk_version,
+        match s.tfb_client {
+            TfbClient::Wrk => format!("{}, 1 thread", s.wrk_version),
+            TfbClient::Lab => "TFB tests: `peregrine-lab load` (`--client lab`), one thread".to_string(),
+        },
         s.duration_secs,
         s.warmup_secs,
         s.rounds,
