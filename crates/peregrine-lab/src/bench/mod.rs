@@ -168,11 +168,13 @@ struct Plan {
 }
 
 /// Reads a results file and writes its report and charts beside it. The
-/// composite is recomputed, so a file from before a scoring fix gets the
-/// current one.
+/// composite and the per-round ratios are recomputed, so a file from
+/// before a scoring fix gets the current one.
 fn rewrite_report(path: &Path) -> Result<(), String> {
     let mut results = report::read(path)?;
     results.composite = composite::compute(&results.settings.servers, &results.summaries);
+    // Files from before the bench kept per-round ratios get them here.
+    records::add_round_ratios(&mut results.summaries, &results.runs, &results.settings.baseline);
     let written = report::write(path, &results, false)?;
     for p in written {
         println!("bench: wrote {}", p.display());
@@ -295,6 +297,7 @@ fn summarize_all(plan: &Plan, runs: &[RunRecord]) -> Vec<Summary> {
         }
     }
     records::add_ratios(&mut summaries, &plan.settings.baseline);
+    records::add_round_ratios(&mut summaries, runs, &plan.settings.baseline);
     summaries
 }
 

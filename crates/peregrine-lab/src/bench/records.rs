@@ -164,6 +164,17 @@ pub struct Summary {
     pub ratio_requests_per_sec: Option<f64>,
     /// Median requests per CPU-second relative to the baseline's.
     pub ratio_requests_per_cpu_second: Option<f64>,
+    /// The median over rounds of this server's requests/s divided by the
+    /// baseline's in the same round (rounds where both ran clean). Servers
+    /// alternate within a round, so each round's ratio compares runs
+    /// seconds apart, and the machine's slower drift, which moves both
+    /// runs of a round alike, cancels; the ratio of medians above can
+    /// pair one server's fast round with the other's slow one.
+    #[serde(default)]
+    pub round_ratio_requests_per_sec: Option<f64>,
+    /// The same for requests per CPU-second.
+    #[serde(default)]
+    pub round_ratio_requests_per_cpu_second: Option<f64>,
 }
 
 #[cfg(test)]
@@ -192,6 +203,8 @@ impl Summary {
             failed_runs: 0,
             ratio_requests_per_sec: None,
             ratio_requests_per_cpu_second: None,
+            round_ratio_requests_per_sec: None,
+            round_ratio_requests_per_cpu_second: None,
         }
     }
 }
@@ -228,6 +241,37 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
         failed_runs: runs.iter().filter(|r| r.measurement.is_none()).count(),
         ratio_requests_per_sec: None,
         ratio_requests_per_cpu_second: None,
+        round_ratio_requests_per_sec: None,
+        round_ratio_requests_per_cpu_second: None,
+    }
+}
+
+/// Fills in each summary's per-round ratios to the baseline (see
+/// [`Summary::round_ratio_requests_per_sec`]) from the clean runs of its
+/// test and level; left empty without a round where both ran clean.
+pub fn add_round_ratios(summaries: &mut [Summary], runs: &[RunRecord], baseline: &str) {
+    let clean = |server: &str, test: &str, level: Level, round: u32| {
+        runs.iter()
+            .find(|r| r.server == server && r.test == test && r.level == level && r.round == round)
+            .filter(|r| r.is_clean())
+            .and_then(|r| r.measurement.as_ref())
+    };
+    for summary in summaries.iter_mut() {
+        let mut per_sec = Vec::new();
+        let mut per_cpu = Vec::new();
+        let rounds = runs
+            .iter()
+            .filter(|r| r.server == summary.server && r.test == summary.test && r.level == summary.level);
+        for run in rounds {
+            let Some(mine) = clean(&summary.server, &summary.test, summary.level, run.round) else {
+                continue;
+            };
+            let Some(base) = clean(baseline, &summary.test, summary.level, run.round) else { continue };
+            per_sec.extend(ratio(Some(mine.wrk.requests_per_sec), Some(base.wrk.requests_per_sec)));
+            per_cpu.extend(ratio(mine.requests_per_cpu_second, base.requests_per_cpu_second));
+        }
+        summary.round_ratio_requests_per_sec = median(&per_sec);
+        summary.round_ratio_requests_per_cpu_second = median(&per_cpu);
     }
 }
 
@@ -367,5 +411,36 @@ mod tests {
         assert_eq!(summaries[1].ratio_requests_per_sec, Some(0.5));
         assert_eq!(summaries[1].ratio_requests_per_cpu_second, Some(0.5));
         assert_eq!(summaries[3].ratio_requests_per_sec, Some(0.25));
+    }
+
+    #[test]
+    fn round_ratios_pair_runs_of_the_same_round() {
+        // The machine halves its speed in round 2 and slows `b` alone in
+        // round 3. The ratio of medians pairs a's median (120) with b's
+        // (50): 2.4x. Round by round `a` is 1.2x, 1.2x and 2.4x: 1.2x.
+        let runs = vec![
+            run("a", 1, 120.0, 120, 100, 0),
+            run("b", 1, 100.0, 100, 100, 0),
+            run("a", 2, 60.0, 60, 100, 0),
+            run("b", 2, 50.0, 50, 100, 0),
+            run("a", 3, 120.0, 120, 100, 0),
+            run("b", 3, 50.0, 50, 100, 0),
+            // A round with an error on b is left out of a's ratios.
+            run("a", 4, 500.0, 500, 100, 0),
+            run("b", 4, 100.0, 100, 100, 7),
+        ];
+        let a: Vec<&RunRecord> = runs.iter().filter(|r| r.server == "a").collect();
+        let b: Vec<&RunRecord> = runs.iter().filter(|r| r.server == "b").collect();
+        let mut summaries =
+            vec![summarize("plaintext", LEVEL, "a", &a), summarize("plaintext", LEVEL, "b", &b)];
+        add_ratios(&mut summaries, "b");
+        add_round_ratios(&mut summaries, &runs, "b");
+        let ratio_of_medians = summaries[0].ratio_requests_per_sec.expect("ratio");
+        assert!((ratio_of_medians - 2.4).abs() < 1e-9, "{ratio_of_medians}");
+        // Rounds 1..3: 1.2, 1.2, 2.4.
+        assert_eq!(summaries[0].round_ratio_requests_per_sec, Some(1.2));
+        // Same ticks for every run: per CPU-second follows requests.
+        assert_eq!(summaries[0].round_ratio_requests_per_cpu_second, Some(1.2));
+        assert_eq!(summaries[1].round_ratio_requests_per_sec, Some(1.0));
     }
 }

@@ -254,6 +254,7 @@ pub fn markdown(results: &Results) -> String {
             );
         }
         client_table(&mut out, t, &rows);
+        round_ratio_table(&mut out, t, &rows, base);
         database_table(&mut out, t, &rows);
         if pipeline > 1 && test.starts_with(super::levels::ARENA_PREFIX) {
             let _ = writeln!(
@@ -313,6 +314,32 @@ fn client_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
             percent(row.kernel_cpu_share),
             row.requests_per_client_cpu_second.map_or("—".into(), count),
             row.bytes_per_response.map_or("—".into(), count)
+        );
+    }
+}
+
+/// Each row's ratios to the baseline taken round by round, then their
+/// median (see [`Summary::round_ratio_requests_per_sec`]): on a machine
+/// whose speed drifts, steadier than the ratio of medians. Only with more
+/// than one round, where it can differ.
+fn round_ratio_table(out: &mut String, t: &TestLevels, rows: &[&Summary], base: &str) {
+    if rows.iter().all(|r| r.clean_runs < 2 || r.round_ratio_requests_per_sec.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| {} | server | vs {base}, median of round ratios: req/s | req/CPU-s |",
+        t.axis.title()
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|");
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            t.value(&row.level),
+            row.server,
+            ratio(row.round_ratio_requests_per_sec),
+            ratio(row.round_ratio_requests_per_cpu_second)
         );
     }
 }
