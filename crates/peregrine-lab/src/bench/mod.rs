@@ -72,7 +72,7 @@ pub struct BenchArgs {
     tests: Option<Vec<String>>,
     /// The load generator of the TFB tests: `wrk` (one thread, as
     /// TechEmpower runs them) or `lab` (`peregrine-lab load`, the same
-    /// requests for about 0.7x of wrk's CPU per request, so a server faster
+    /// requests for 0.7x to 0.8x of wrk's CPU per request, so a server faster
     /// than one wrk thread is measured nearer its own limit). HttpArena
     /// profiles always use the lab's generator.
     #[arg(long, value_enum, default_value_t = TfbClient::Wrk)]
