@@ -99,13 +99,23 @@ impl TfbRun {
         }
     }
 
-    /// Runs the client to completion: its report and its CPU seconds.
+    /// Runs the client to completion: its report (without latency for
+    /// pipelined runs) and its CPU seconds.
     pub fn run(&self) -> Result<(WrkReport, f64), String> {
         match self.client {
             TfbClient::Wrk => {
                 let before = rig_load::children_cpu_seconds();
-                let report = self.wrk_command().run()?;
-                Ok((report, rig_load::children_cpu_seconds() - before))
+                let mut report = self.wrk_command().run()?;
+                let cpu = rig_load::children_cpu_seconds() - before;
+                if self.pipeline > 1 {
+                    // wrk times a whole pipelined batch as one sample, so its
+                    // latency percentiles mean little there (p99 can even
+                    // come out below p50); `as_wrk_report` leaves the lab
+                    // generator's out for the same reason.
+                    report.latency_p50_ms = None;
+                    report.latency_p99_ms = None;
+                }
+                Ok((report, cpu))
             }
             TfbClient::Lab => {
                 let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;

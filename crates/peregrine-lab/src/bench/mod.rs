@@ -605,14 +605,7 @@ fn measure_started(
     load.duration_secs = s.duration_secs;
     let pid = srv.pid();
     let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
-    let (mut report, client_cpu) = load.run()?;
-    if level.pipeline > 1 {
-        // A client times a whole pipelined batch as one sample, so its
-        // latency percentiles mean little there (wrk's p99 can even come
-        // out below its p50).
-        report.latency_p50_ms = None;
-        report.latency_p99_ms = None;
-    }
+    let (report, client_cpu) = load.run()?;
     srv.check_alive()?;
     let after = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
     let rss = procfs::read_peak_rss_kib(pid);

@@ -98,6 +98,11 @@ impl RunRecord {
             && self.measurement.as_ref().is_some_and(|m| m.wrk.error_count() == 0 && m.wrk.total_requests > 0)
     }
 
+    /// The measurement, if the run is clean.
+    pub fn clean_measurement(&self) -> Option<&Measurement> {
+        self.measurement.as_ref().filter(|_| self.is_clean())
+    }
+
     /// A one-line description of what went wrong, if anything did.
     pub fn problem(&self) -> Option<String> {
         if let Some(failure) = &self.failure {
@@ -212,8 +217,7 @@ impl Summary {
 /// Summarizes one server's runs on one test and level (ratios are filled in
 /// later by [`add_ratios`], once the baseline's summary exists).
 pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) -> Summary {
-    let clean: Vec<&Measurement> =
-        runs.iter().filter(|r| r.is_clean()).filter_map(|r| r.measurement.as_ref()).collect();
+    let clean: Vec<&Measurement> = runs.iter().filter_map(|r| r.clean_measurement()).collect();
     let collect =
         |f: &dyn Fn(&Measurement) -> Option<f64>| -> Vec<f64> { clean.iter().filter_map(|m| f(m)).collect() };
     Summary {
@@ -250,23 +254,15 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
 /// [`Summary::round_ratio_requests_per_sec`]) from the clean runs of its
 /// test and level; left empty without a round where both ran clean.
 pub fn add_round_ratios(summaries: &mut [Summary], runs: &[RunRecord], baseline: &str) {
-    let clean = |server: &str, test: &str, level: Level, round: u32| {
-        runs.iter()
-            .find(|r| r.server == server && r.test == test && r.level == level && r.round == round)
-            .filter(|r| r.is_clean())
-            .and_then(|r| r.measurement.as_ref())
-    };
     for summary in summaries.iter_mut() {
         let mut per_sec = Vec::new();
         let mut per_cpu = Vec::new();
-        let rounds = runs
-            .iter()
-            .filter(|r| r.server == summary.server && r.test == summary.test && r.level == summary.level);
-        for run in rounds {
-            let Some(mine) = clean(&summary.server, &summary.test, summary.level, run.round) else {
-                continue;
-            };
-            let Some(base) = clean(baseline, &summary.test, summary.level, run.round) else { continue };
+        let same_cell = |r: &&RunRecord| r.test == summary.test && r.level == summary.level;
+        for run in runs.iter().filter(same_cell).filter(|r| r.server == summary.server) {
+            let Some(mine) = run.clean_measurement() else { continue };
+            let base_run =
+                runs.iter().filter(same_cell).find(|r| r.server == baseline && r.round == run.round);
+            let Some(base) = base_run.and_then(RunRecord::clean_measurement) else { continue };
             per_sec.extend(ratio(Some(mine.wrk.requests_per_sec), Some(base.wrk.requests_per_sec)));
             per_cpu.extend(ratio(mine.requests_per_cpu_second, base.requests_per_cpu_second));
         }

@@ -299,23 +299,14 @@ fn client_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
     }) {
         return;
     }
-    let _ = writeln!(
-        out,
-        "\n| {} | server | server CPU in kernel | req per client CPU-s | bytes/response |",
-        t.axis.title()
-    );
-    let _ = writeln!(out, "|---:|---|---:|---:|---:|");
-    for row in rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} |",
-            t.value(&row.level),
-            row.server,
+    let columns = ["server CPU in kernel", "req per client CPU-s", "bytes/response"];
+    side_table(out, t, rows, &columns, |row| {
+        vec![
             percent(row.kernel_cpu_share),
             row.requests_per_client_cpu_second.map_or("—".into(), count),
-            row.bytes_per_response.map_or("—".into(), count)
-        );
-    }
+            row.bytes_per_response.map_or("—".into(), count),
+        ]
+    });
 }
 
 /// Each row's ratios to the baseline taken round by round, then their
@@ -326,22 +317,10 @@ fn round_ratio_table(out: &mut String, t: &TestLevels, rows: &[&Summary], base: 
     if rows.iter().all(|r| r.clean_runs < 2 || r.round_ratio_requests_per_sec.is_none()) {
         return;
     }
-    let _ = writeln!(
-        out,
-        "\n| {} | server | vs {base}, median of round ratios: req/s | req/CPU-s |",
-        t.axis.title()
-    );
-    let _ = writeln!(out, "|---:|---|---:|---:|");
-    for row in rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} |",
-            t.value(&row.level),
-            row.server,
-            ratio(row.round_ratio_requests_per_sec),
-            ratio(row.round_ratio_requests_per_cpu_second)
-        );
-    }
+    let first = format!("vs {base}, median of round ratios: req/s");
+    side_table(out, t, rows, &[&first, "req/CPU-s"], |row| {
+        vec![ratio(row.round_ratio_requests_per_sec), ratio(row.round_ratio_requests_per_cpu_second)]
+    });
 }
 
 /// The database's side of each row, for profiles that use PostgreSQL on
@@ -352,22 +331,29 @@ fn database_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
     if rows.iter().all(|r| r.db_cpu_seconds.is_none()) {
         return;
     }
-    let _ = writeln!(
-        out,
-        "\n| {} | server | db CPU-s | db CPU share | req per server+db CPU-s |",
-        t.axis.title()
-    );
-    let _ = writeln!(out, "|---:|---|---:|---:|---:|");
-    for row in rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} |",
-            t.value(&row.level),
-            row.server,
+    let columns = ["db CPU-s", "db CPU share", "req per server+db CPU-s"];
+    side_table(out, t, rows, &columns, |row| {
+        vec![
             row.db_cpu_seconds.map_or("—".into(), |s| format!("{s:.2}")),
             percent(row.db_cpu_share),
-            row.requests_per_server_and_db_cpu_second.map_or("—".into(), count)
-        );
+            row.requests_per_server_and_db_cpu_second.map_or("—".into(), count),
+        ]
+    });
+}
+
+/// One of the tables after a test's main one: a row per level and
+/// server, its `columns` of figures (right-aligned) from `cells`.
+fn side_table(
+    out: &mut String,
+    t: &TestLevels,
+    rows: &[&Summary],
+    columns: &[&str],
+    cells: impl Fn(&Summary) -> Vec<String>,
+) {
+    let _ = writeln!(out, "\n| {} | server | {} |", t.axis.title(), columns.join(" | "));
+    let _ = writeln!(out, "|---:|---|{}", "---:|".repeat(columns.len()));
+    for row in rows {
+        let _ = writeln!(out, "| {} | {} | {} |", t.value(&row.level), row.server, cells(row).join(" | "));
     }
 }
 
