@@ -1,5 +1,6 @@
 //! [`Config`]: every limit and timeout of the server, in one place.
 //! [`MinDataRate`]: the slowest a body or response may move.
+//! [`EventLoop`]: epoll or io_uring under the cleartext connections.
 
 use std::time::Duration;
 
@@ -12,23 +13,11 @@ pub struct Config {
     pub workers: usize,
     /// Pin worker `i` to the `i`-th CPU the process may run on.
     pub pin_workers: bool,
-    /// Serve cleartext TCP connections through an io_uring per worker
-    /// rather than epoll readiness: receives and sends become submissions,
-    /// and each loop turn's enter the kernel in one system call. Where the
-    /// kernel refuses io_uring (before Linux 6.12, or forbidden by a
-    /// seccomp filter or `kernel.io_uring_disabled`), the worker logs a
-    /// warning and uses epoll. TLS connections use epoll either way.
-    ///
-    /// Default: off. It wins where requests are small and connections
-    /// many (`/json` 1.06x to 1.19x the requests per CPU-second, WebSocket
-    /// echo at 16,384 connections 1.20x to 1.25x actix-ws where epoll gave
-    /// 1.11x to 1.14x), and loses a little elsewhere: pipelined
-    /// `/plaintext` (0.93x to 0.96x), uploads (0.93x to 0.95x of the
-    /// requests/s, 0.62x to 0.96x per CPU-second) and static files (0.85x
-    /// to 0.98x, with more memory: 260 MiB at 6,800 connections against
-    /// 173 MiB). Large bodies move as on epoll (a direct `recv` into the
-    /// reader's buffer, `sendfile(2)` for files).
-    pub io_uring: bool,
+    /// The event loop that serves a worker's cleartext TCP connections:
+    /// epoll readiness (the default), an io_uring per worker, or io_uring
+    /// where the kernel allows it. See [`EventLoop`] for what each costs.
+    /// TLS connections use epoll either way.
+    pub event_loop: EventLoop,
     /// Listen backlog per worker.
     pub backlog: u32,
     /// Open connections per worker; beyond it new connections are answered
@@ -236,7 +225,7 @@ impl Default for Config {
         Config {
             workers: std::thread::available_parallelism().map(usize::from).unwrap_or(1),
             pin_workers: false,
-            io_uring: false,
+            event_loop: EventLoop::Epoll,
             backlog: 4096,
             max_connections_per_worker: 25_000,
             max_head_bytes: 16 * 1024,
@@ -256,6 +245,42 @@ impl Default for Config {
             http3: Http3Config::default(),
         }
     }
+}
+
+/// Which event loop serves a worker's cleartext TCP connections.
+///
+/// With io_uring, receives and sends are submissions, and each loop turn's
+/// enter the kernel in one system call, where epoll readiness costs a
+/// `recvfrom` and a `sendto` a request. Measured on a 2-core VM, one worker
+/// on CPU 0 and the load on CPU 1, requests per server CPU-second of
+/// io_uring against epoll (median of the round ratios; `peregrine-lab bench
+/// --profiles all --quick --rounds 3` and `--rounds 5`, 2026-11-27): it
+/// wins where requests are small and connections many (TFB `/json` 1.06x
+/// to 1.19x; HttpArena crud 1.28x, json-comp 1.17x, limited-conn 1.13x,
+/// pipelined 1.09x, api-4 1.09x, baseline 1.03x; WebSocket echo at 16,384
+/// connections 1.20x to 1.25x actix-ws where epoll gave 1.11x to 1.14x),
+/// is level on HttpArena json and async-db, and loses a little on static
+/// files (0.92x to 0.94x) and uploads (0.95x to 0.96x), whose large bodies
+/// move beside the ring as on epoll (a direct `recv`, `sendfile(2)`). It
+/// holds more memory, its receive buffers and in-flight sends: 9 to 28 MiB
+/// more peak RSS for one worker at 512 to 4,096 connections in those runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventLoop {
+    /// epoll readiness: works on every Linux kernel and under every
+    /// seccomp profile. The library's default, since io_uring is
+    /// forbidden in many containers and sandboxes and an application
+    /// should take it knowingly (`peregrine-tfb` starts with `Auto`).
+    #[default]
+    Epoll,
+    /// An io_uring per worker. Where the kernel refuses it (before Linux
+    /// 6.12, or forbidden by a seccomp filter such as Docker's default or
+    /// by `kernel.io_uring_disabled`), the worker logs a warning and uses
+    /// epoll.
+    IoUring,
+    /// io_uring where the kernel allows it, epoll otherwise, chosen once
+    /// at start; the fallback is logged at `info`, since it is expected
+    /// (in a container with the default seccomp profile, for example).
+    Auto,
 }
 
 /// A minimum data rate: once `grace` has passed since a transfer (a

@@ -83,7 +83,7 @@ mod worker;
 pub mod ws;
 
 pub use body::Body;
-pub use config::{Config, MinDataRate};
+pub use config::{Config, EventLoop, MinDataRate};
 pub use error::Error;
 pub use extensions::Extensions;
 pub use extract::{ClientAddr, Cookies, Extension, Form, FromRequest, Path, Query, State, TypedHeader};

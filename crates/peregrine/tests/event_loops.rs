@@ -1,5 +1,5 @@
 //! Both event loops, epoll (the default, and the fallback where the kernel
-//! refuses io_uring) and io_uring (`Config::io_uring`), over real
+//! refuses io_uring) and io_uring (`Config::event_loop`), over real
 //! sockets: the same bytes for the same requests, and the io_uring
 //! transport's own edges (more input at once than its shared receive
 //! buffers hold, a connection that stops reading, connections dropped with
@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{get, post, Client};
-use peregrine::{Config, Content, Server, ServerHandle};
+use peregrine::{Config, Content, EventLoop, Server, ServerHandle};
 
 /// Held by every test here, one at a time, so that the io_uring instances
 /// this process has are exactly those of the test running.
@@ -57,7 +57,8 @@ fn written_by_calls() -> u64 {
 }
 
 fn start(io_uring: bool) -> ServerHandle {
-    let config = Config { workers: 1, io_uring, ..Config::default() };
+    let event_loop = if io_uring { EventLoop::IoUring } else { EventLoop::Epoll };
+    let config = Config { workers: 1, event_loop, ..Config::default() };
     Server::with_config(config)
         .spawn("127.0.0.1:0", |_| async {
             common::test_router()
@@ -253,12 +254,13 @@ fn io_uring_sends_files_with_sendfile_and_reads_uploads_whole() {
     std::fs::write(dir.join("big.bin"), &file).expect("write the file");
     let files = peregrine::fs::ServeDir::new(&dir);
     let before = rings();
-    let server = Server::with_config(Config { workers: 1, io_uring: true, ..Config::default() })
-        .spawn("127.0.0.1:0", move |_| {
-            let files = files.clone();
-            async move { common::test_router().get("/files/{*path}", files) }
-        })
-        .expect("test server starts");
+    let server =
+        Server::with_config(Config { workers: 1, event_loop: EventLoop::IoUring, ..Config::default() })
+            .spawn("127.0.0.1:0", move |_| {
+                let files = files.clone();
+                async move { common::test_router().get("/files/{*path}", files) }
+            })
+            .expect("test server starts");
     assert_eq!(rings().len(), before.len() + 1, "the io_uring server set up no ring");
     let addr = server.local_addr();
 
@@ -298,4 +300,41 @@ fn io_uring_sends_files_with_sendfile_and_reads_uploads_whole() {
     assert!(r.body == body, "the upload came back changed");
     server.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `EventLoop::Auto` takes io_uring wherever `EventLoop::IoUring` gets a
+/// ring from this kernel, and serves through it; `Epoll` sets none up.
+#[test]
+fn auto_takes_io_uring_where_the_kernel_allows_it() {
+    let _serial = one_at_a_time();
+    let before = rings();
+    let required =
+        Server::with_config(Config { workers: 1, event_loop: EventLoop::IoUring, ..Config::default() })
+            .spawn("127.0.0.1:0", |_| async { common::test_router() })
+            .expect("the io_uring server starts");
+    let kernel_allows = rings().len() > before.len();
+    required.shutdown();
+
+    let before = rings();
+    let auto = Server::with_config(Config { workers: 1, event_loop: EventLoop::Auto, ..Config::default() })
+        .spawn("127.0.0.1:0", |_| async { common::test_router() })
+        .expect("the auto server starts");
+    let added: Vec<_> =
+        rings().into_iter().filter(|(fd, _)| !before.iter().any(|(old, _)| old == fd)).collect();
+    let mut c = Client::connect(auto.local_addr());
+    let r = c.roundtrip(&get("/plaintext"));
+    assert_eq!((r.status, r.text()), (200, "Hello, World!"));
+    if kernel_allows {
+        let [(ring, idle)] = added.as_slice() else { panic!("auto set up {} rings, not 1", added.len()) };
+        let now = rings().into_iter().find(|(fd, _)| fd == ring).map(|(_, tail)| tail).expect("the ring");
+        assert!(now > *idle, "auto's request went around its ring");
+    } else {
+        assert!(added.is_empty(), "auto set up a ring where io_uring failed");
+    }
+    auto.shutdown();
+
+    let before = rings().len();
+    let epoll = common::start(Config { workers: 1, event_loop: EventLoop::Epoll, ..Config::default() });
+    assert_eq!(rings().len(), before, "the epoll server set up a ring");
+    epoll.shutdown();
 }

@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::listener::Listener;
-use crate::config::Config;
+use crate::config::{Config, EventLoop};
 use crate::http::date::until_next_second;
 use crate::proto::{h1, h2};
 use crate::router::Router;
@@ -88,17 +88,29 @@ pub(crate) enum Protocol {
 }
 
 /// The worker's io_uring, set up before the worker reports itself ready:
-/// `None` unless [`Config::io_uring`] is on and a listener takes cleartext
-/// connections, or when the kernel refuses (then with a warning, and the
-/// worker serves with epoll).
+/// `None` when [`Config::event_loop`] is epoll or no listener takes
+/// cleartext connections, or when the kernel refuses (then the worker
+/// serves with epoll, with a warning if io_uring was asked for).
 pub(crate) fn ring_for(listeners: &[(TcpListener, Role)], config: &Config) -> Option<Rc<Ring>> {
-    if !config.io_uring || !listeners.iter().any(|(_, role)| role.cleartext()) {
+    let required = match config.event_loop {
+        EventLoop::Epoll => return None,
+        EventLoop::IoUring => true,
+        EventLoop::Auto => false,
+    };
+    if !listeners.iter().any(|(_, role)| role.cleartext()) {
         return None;
     }
     match Ring::new() {
-        Ok(ring) => Some(ring),
-        Err(e) => {
+        Ok(ring) => {
+            tracing::debug!("serving cleartext connections through io_uring");
+            Some(ring)
+        }
+        Err(e) if required => {
             tracing::warn!(error = %e, "io_uring is not available; serving with epoll");
+            None
+        }
+        Err(e) => {
+            tracing::info!(error = %e, "io_uring is not available; serving with epoll");
             None
         }
     }

@@ -60,7 +60,7 @@ pub(crate) struct Worker {
     /// on TLS connections; `None` without one.
     pub(crate) alt_svc: Option<http::HeaderValue>,
     /// The worker's io_uring, when cleartext connections are served
-    /// through one ([`Config::io_uring`]).
+    /// through one ([`Config::event_loop`]).
     pub(crate) ring: Option<Rc<uring::Ring>>,
 }
 

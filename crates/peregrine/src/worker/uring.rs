@@ -1,5 +1,6 @@
 //! A worker's io_uring: the byte stream of cleartext TCP connections when
-//! [`Config::io_uring`](crate::Config::io_uring) is on.
+//! [`Config::event_loop`](crate::Config::event_loop) asks for io_uring
+//! and the kernel allows it.
 //!
 //! Why: with epoll readiness every request costs a `recvfrom` and a
 //! `sendto`, each a system call of its own. Here a connection's receive and

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http_probe::{strict, End, ReadError};
 
-use peregrine::{Body, Config, Content, Json, Path, Router, Server, ServerHandle};
+use peregrine::{Body, Config, Content, EventLoop, Json, Path, Router, Server, ServerHandle};
 use serde::Serialize;
 
 /// Longest a test waits for any single read before calling it a hang.
@@ -89,8 +89,12 @@ pub fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
 /// io_uring when `PEREGRINE_TEST_IO_URING` is set: `scripts/test` runs the
 /// HTTP suites both ways.
 pub fn config() -> Config {
-    let io_uring = std::env::var_os("PEREGRINE_TEST_IO_URING").is_some();
-    Config { workers: 1, io_uring, ..Config::default() }
+    let event_loop = if std::env::var_os("PEREGRINE_TEST_IO_URING").is_some() {
+        EventLoop::IoUring
+    } else {
+        EventLoop::Epoll
+    };
+    Config { workers: 1, event_loop, ..Config::default() }
 }
 
 pub fn start(config: Config) -> ServerHandle {
