@@ -176,6 +176,18 @@ struct Cli {
     no_http3: bool,
 }
 
+impl Cli {
+    /// The event loop asked for: `--io-uring` is the old spelling of
+    /// `--event-loop io-uring` (clap refuses the two together).
+    fn event_loop(&self) -> EventLoop {
+        if self.io_uring {
+            EventLoop::IoUring
+        } else {
+            self.event_loop.into()
+        }
+    }
+}
+
 const AFTER_HELP: &str = "\
 Environment:
   DATABASE_URL       postgres://USER:PASS@HOST:PORT/DB selects PostgreSQL;
@@ -506,7 +518,7 @@ fn main() -> ExitCode {
     }
     let config = server.config_mut();
     config.pin_workers = cli.pin;
-    config.event_loop = if cli.io_uring { EventLoop::IoUring } else { cli.event_loop.into() };
+    config.event_loop = cli.event_loop();
     config.max_connections_per_worker = cli.max_connections.max(1);
     config.header_timeout = Duration::from_secs(cli.header_timeout.max(1));
     config.idle_timeout = Duration::from_secs(cli.idle_timeout.max(1));
@@ -597,11 +609,7 @@ mod tests {
         let chosen = |args: &[&str]| {
             let cli = Cli::try_parse_from(std::iter::once("peregrine-tfb").chain(args.iter().copied()))
                 .map_err(|e| e.kind())?;
-            Ok::<_, clap::error::ErrorKind>(if cli.io_uring {
-                EventLoop::IoUring
-            } else {
-                cli.event_loop.into()
-            })
+            Ok::<_, clap::error::ErrorKind>(cli.event_loop())
         };
         assert_eq!(chosen(&[]), Ok(EventLoop::Auto));
         assert_eq!(chosen(&["--event-loop", "epoll"]), Ok(EventLoop::Epoll));

@@ -56,8 +56,7 @@ fn written_by_calls() -> u64 {
     io.lines().find_map(|l| l.strip_prefix("syscw:")).and_then(|v| v.trim().parse().ok()).expect("syscw")
 }
 
-fn start(io_uring: bool) -> ServerHandle {
-    let event_loop = if io_uring { EventLoop::IoUring } else { EventLoop::Epoll };
+fn start(event_loop: EventLoop) -> ServerHandle {
     let config = Config { workers: 1, event_loop, ..Config::default() };
     Server::with_config(config)
         .spawn("127.0.0.1:0", |_| async {
@@ -109,7 +108,7 @@ fn exchange(addr: SocketAddr) -> Vec<(u16, Vec<u8>)> {
 fn both_event_loops_answer_the_same_bytes() {
     let _serial = one_at_a_time();
     let before = rings();
-    let uring = start(true);
+    let uring = start(EventLoop::IoUring);
     // One worker, so one ring more, and the epoll server adds none.
     let with_uring = rings();
     assert_eq!(with_uring.len(), before.len() + 1, "the io_uring server set up no ring");
@@ -117,7 +116,7 @@ fn both_event_loops_answer_the_same_bytes() {
         .into_iter()
         .find(|(fd, _)| !before.iter().any(|(old, _)| old == fd))
         .expect("the new ring");
-    let epoll = start(false);
+    let epoll = start(EventLoop::Epoll);
     assert_eq!(rings().len(), before.len() + 1, "the epoll server set up a ring");
     let tail = |fd: &str| rings().into_iter().find(|(f, _)| f == fd).map(|(_, t)| t).expect("the ring");
 
@@ -160,7 +159,7 @@ fn both_event_loops_answer_the_same_bytes() {
 #[test]
 fn more_input_at_once_than_the_receive_buffers_hold_is_all_answered() {
     let _serial = one_at_a_time();
-    let server = start(true);
+    let server = start(EventLoop::IoUring);
     let addr = server.local_addr();
     // Accepted and waiting for their next request, receives armed.
     let mut conns: Vec<Client> = (0..600)
@@ -193,8 +192,8 @@ fn more_input_at_once_than_the_receive_buffers_hold_is_all_answered() {
 #[test]
 fn a_connection_that_stops_reading_does_not_stall_others() {
     let _serial = one_at_a_time();
-    for io_uring in [true, false] {
-        let server = start(io_uring);
+    for event_loop in [EventLoop::IoUring, EventLoop::Epoll] {
+        let server = start(event_loop);
         let addr = server.local_addr();
         let mut stalled = TcpStream::connect(addr).expect("connect");
         let requests: Vec<u8> = (0..20).flat_map(|_| get("/big")).collect();
@@ -210,7 +209,7 @@ fn a_connection_that_stops_reading_does_not_stall_others() {
         thread::sleep(Duration::from_millis(300));
         for _ in 0..20 {
             let mut c = Client::connect(addr);
-            assert_eq!(c.roundtrip(&get("/plaintext")).text(), "Hello, World!", "io_uring: {io_uring}");
+            assert_eq!(c.roundtrip(&get("/plaintext")).text(), "Hello, World!", "{event_loop:?}");
         }
         drop(stalled);
         server.shutdown();
@@ -223,7 +222,7 @@ fn a_connection_that_stops_reading_does_not_stall_others() {
 #[test]
 fn connections_dropped_mid_response_are_released() {
     let _serial = one_at_a_time();
-    let server = start(true);
+    let server = start(EventLoop::IoUring);
     let addr = server.local_addr();
     for _ in 0..200 {
         let mut s = TcpStream::connect(addr).expect("connect");
@@ -308,17 +307,12 @@ fn io_uring_sends_files_with_sendfile_and_reads_uploads_whole() {
 fn auto_takes_io_uring_where_the_kernel_allows_it() {
     let _serial = one_at_a_time();
     let before = rings();
-    let required =
-        Server::with_config(Config { workers: 1, event_loop: EventLoop::IoUring, ..Config::default() })
-            .spawn("127.0.0.1:0", |_| async { common::test_router() })
-            .expect("the io_uring server starts");
+    let required = common::start(Config { workers: 1, event_loop: EventLoop::IoUring, ..Config::default() });
     let kernel_allows = rings().len() > before.len();
     required.shutdown();
 
     let before = rings();
-    let auto = Server::with_config(Config { workers: 1, event_loop: EventLoop::Auto, ..Config::default() })
-        .spawn("127.0.0.1:0", |_| async { common::test_router() })
-        .expect("the auto server starts");
+    let auto = common::start(Config { workers: 1, event_loop: EventLoop::Auto, ..Config::default() });
     let added: Vec<_> =
         rings().into_iter().filter(|(fd, _)| !before.iter().any(|(old, _)| old == fd)).collect();
     let mut c = Client::connect(auto.local_addr());
