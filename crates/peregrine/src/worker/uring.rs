@@ -633,7 +633,7 @@ impl Drop for Inner {
         // kernel finishes tearing it down in the background: their receive
         // buffers are leaked rather than freed under it, and their sockets
         // closed (the ring holds its own reference until then).
-        std::mem::forget(std::mem::take(&mut self.buffers.data));
+        self.buffers.data.leak();
         for slot in self.slots.drain() {
             // SAFETY: the slot owned the descriptor; the ring's references
             // to the socket are its own.
@@ -899,9 +899,11 @@ struct Segment {
 /// `IoUring`, and dropping the ring (closing its descriptor) ends every
 /// operation first, so the kernel never writes into freed memory.
 struct ProvidedBuffers {
-    entries: *mut types::BufRingEntry,
-    ring_bytes: usize,
-    data: Box<[u8]>,
+    /// The ring of buffer entries the kernel reads (zeroed at first, as
+    /// the kernel requires: its tail starts at 0).
+    entries: crate::sys::AnonymousMemory,
+    /// The buffers, `BUFFER_LEN` bytes each, resident only once written.
+    data: crate::sys::AnonymousMemory,
     tail: u16,
     /// Per buffer: where the kernel's next receive into it starts.
     filled_to: Vec<u32>,
@@ -914,35 +916,24 @@ struct ProvidedBuffers {
 impl ProvidedBuffers {
     fn register(ring: &IoUring) -> io::Result<Self> {
         let ring_bytes = BUFFERS as usize * std::mem::size_of::<types::BufRingEntry>();
-        // SAFETY: an anonymous private mapping takes no pointers; the result
-        // is checked. mmap memory is page-aligned and zeroed, as the kernel
-        // requires of a buffer ring (its tail starts at 0).
-        let entries = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_ANONYMOUS | libc::MAP_PRIVATE,
-                -1,
-                0,
-            )
-        };
-        if entries == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         let mut this = ProvidedBuffers {
-            entries: entries.cast(),
-            ring_bytes,
-            data: vec![0u8; BUFFERS as usize * BUFFER_LEN].into_boxed_slice(),
+            entries: crate::sys::AnonymousMemory::new(ring_bytes)?,
+            data: crate::sys::AnonymousMemory::new(BUFFERS as usize * BUFFER_LEN)?,
             tail: 0,
             filled_to: vec![0; BUFFERS as usize],
             in_use: vec![0; BUFFERS as usize],
             kernel_done: vec![false; BUFFERS as usize],
         };
-        // SAFETY: the mapping is page-aligned, BUFFERS entries long, and
-        // unmapped only after the ring that reads it is closed (`Drop`).
+        // SAFETY: the mapping is page-aligned and BUFFERS entries long, and
+        // it is unmapped only after the ring that reads it is closed (the
+        // type's doc).
         unsafe {
-            ring.submitter().register_buf_ring_with_flags(entries as u64, BUFFERS, GROUP, PBUF_RING_INC)
+            ring.submitter().register_buf_ring_with_flags(
+                this.entries.ptr_at(0) as u64,
+                BUFFERS,
+                GROUP,
+                PBUF_RING_INC,
+            )
         }
         .map_err(|e| io::Error::new(e.kind(), format!("registering the receive buffer ring: {e}")))?;
         for bid in 0..BUFFERS {
@@ -969,7 +960,7 @@ impl ProvidedBuffers {
     /// completion and does not touch again.
     fn bytes(&self, segment: Segment) -> &[u8] {
         let start = usize::from(segment.bid) * BUFFER_LEN + segment.start as usize;
-        &self.data[start..start + segment.len as usize]
+        self.data.bytes(start, segment.len as usize)
     }
 
     /// A segment of buffer `bid` has been read (or dropped): the buffer
@@ -988,11 +979,13 @@ impl ProvidedBuffers {
 
     fn add(&mut self, bid: u16) {
         let slot = (self.tail & (BUFFERS - 1)) as usize;
-        let addr = self.data[bid as usize * BUFFER_LEN..].as_mut_ptr();
-        // SAFETY: slot < BUFFERS, so the entry lies inside the mapping; the
-        // kernel reads entries only between its head and the published
-        // tail, and this one is past the tail until `publish`.
-        let entry = unsafe { &mut *self.entries.add(slot) };
+        let addr = self.data.ptr_at(bid as usize * BUFFER_LEN);
+        let entries = self.entries.ptr_at(0).cast::<types::BufRingEntry>();
+        // SAFETY: slot < BUFFERS, so the entry lies inside the mapping,
+        // which is page-aligned; the kernel reads entries only between its
+        // head and the published tail, and this one is past the tail until
+        // `publish`.
+        let entry = unsafe { &mut *entries.add(slot) };
         entry.set_addr(addr as u64);
         entry.set_len(BUFFER_LEN as u32);
         entry.set_bid(bid);
@@ -1000,18 +993,11 @@ impl ProvidedBuffers {
     }
 
     fn publish(&self) {
+        let entries = self.entries.ptr_at(0).cast::<types::BufRingEntry>();
         // SAFETY: the tail is a u16 inside the ring's first entry, in the
         // mapping and aligned; the kernel reads it concurrently, so it is
         // written atomically with release order (after the entries).
-        let tail = unsafe { AtomicU16::from_ptr(types::BufRingEntry::tail(self.entries) as *mut u16) };
+        let tail = unsafe { AtomicU16::from_ptr(types::BufRingEntry::tail(entries) as *mut u16) };
         tail.store(self.tail, Ordering::Release);
-    }
-}
-
-impl Drop for ProvidedBuffers {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `register` with this length, and
-        // the ring that read it is closed by now (see the type's doc).
-        unsafe { libc::munmap(self.entries.cast(), self.ring_bytes) };
     }
 }
