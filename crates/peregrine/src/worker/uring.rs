@@ -929,7 +929,7 @@ impl ProvidedBuffers {
         // type's doc).
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
-                this.entries.ptr_at(0) as u64,
+                this.ring_entries() as u64,
                 BUFFERS,
                 GROUP,
                 PBUF_RING_INC,
@@ -977,10 +977,15 @@ impl ProvidedBuffers {
         }
     }
 
+    /// The ring's first entry, where the kernel reads them (and the tail).
+    fn ring_entries(&self) -> *mut types::BufRingEntry {
+        self.entries.ptr_at(0).cast()
+    }
+
     fn add(&mut self, bid: u16) {
         let slot = (self.tail & (BUFFERS - 1)) as usize;
         let addr = self.data.ptr_at(bid as usize * BUFFER_LEN);
-        let entries = self.entries.ptr_at(0).cast::<types::BufRingEntry>();
+        let entries = self.ring_entries();
         // SAFETY: slot < BUFFERS, so the entry lies inside the mapping,
         // which is page-aligned; the kernel reads entries only between its
         // head and the published tail, and this one is past the tail until
@@ -993,7 +998,7 @@ impl ProvidedBuffers {
     }
 
     fn publish(&self) {
-        let entries = self.entries.ptr_at(0).cast::<types::BufRingEntry>();
+        let entries = self.ring_entries();
         // SAFETY: the tail is a u16 inside the ring's first entry, in the
         // mapping and aligned; the kernel reads it concurrently, so it is
         // written atomically with release order (after the entries).
