@@ -538,9 +538,9 @@ fn main() -> ExitCode {
     // Filling a new database freed about 10 MB on this thread, which
     // mimalloc keeps in the thread's own heap (the purge thread cannot
     // reach it) and this thread allocates little from now on: hand it
-    // back. A first start with one worker went from 25.2 MB resident
-    // to 14.9 MB (epoll 24.9 to 14.7), level with a start on an existing
-    // database.
+    // back. A first start with one worker went from 24.6 MiB resident
+    // to 14.6 MiB (epoll 24.4 to 14.3), level with a start on an
+    // existing database.
     // SAFETY: mi_collect may be called from any thread at any time; it
     // frees nothing in use.
     unsafe { libmimalloc_sys::mi_collect(true) };

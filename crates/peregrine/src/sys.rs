@@ -121,8 +121,8 @@ pub(crate) fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 /// by writing to it. The io_uring worker's 8 MiB of receive buffers, made
 /// that way, were resident from the start whenever the allocator had
 /// memory to recycle: `peregrine-tfb`, one worker, on its first start
-/// (after filling its database) had 33.4 MB resident before serving a
-/// request against epoll's 24.5 MB; from this mapping, 25.2 MB.
+/// (after filling its database) had 32.6 MiB resident after one request
+/// against epoll's 24.0 MiB; from this mapping, 24.6 MiB.
 pub(crate) struct AnonymousMemory {
     ptr: *mut u8,
     len: usize,
