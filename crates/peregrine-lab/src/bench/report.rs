@@ -190,7 +190,7 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(
         out,
         "{} (HttpArena profiles: `peregrine-lab load`, one thread); {} s measured after \
-         {} s warm-up; {} round(s), servers alternating within each round; server on CPU {}, \
+         {} s warm-up; {} round(s), servers alternating within each round, the order turning by one each round; server on CPU {}, \
          client on CPU {}; {} Hz CPU clock.\n",
         match s.tfb_client {
             TfbClient::Wrk => format!("{}, 1 thread", s.wrk_version),
