@@ -733,17 +733,6 @@ fn round_order<T>(servers: &[T], round: u32) -> impl Iterator<Item = &T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn round_order_turns_by_one_each_round() {
-        let servers = ["a", "b", "c"];
-        let order = |round| round_order(&servers, round).copied().collect::<Vec<_>>();
-        assert_eq!(order(1), ["a", "b", "c"]);
-        assert_eq!(order(2), ["b", "c", "a"]);
-        assert_eq!(order(3), ["c", "a", "b"]);
-        assert_eq!(order(4), ["a", "b", "c"]);
-        assert!(round_order::<&str>(&[], 2).next().is_none());
-    }
     use crate::rig::load::{self as rig_load, LoadReport};
 
     fn spec(name: &str) -> ServerSpec {
@@ -758,6 +747,17 @@ mod tests {
             paths: [("json".to_string(), "/json".to_string())].into(),
             arena: Default::default(),
         }
+    }
+
+    #[test]
+    fn round_order_turns_by_one_each_round() {
+        let servers = ["a", "b", "c"];
+        let order = |round| round_order(&servers, round).copied().collect::<Vec<_>>();
+        assert_eq!(order(1), ["a", "b", "c"]);
+        assert_eq!(order(2), ["b", "c", "a"]);
+        assert_eq!(order(3), ["c", "a", "b"]);
+        assert_eq!(order(4), ["a", "b", "c"]);
+        assert!(round_order::<&str>(&[], 2).next().is_none());
     }
 
     #[test]

@@ -486,13 +486,6 @@ impl Inner {
         }
     }
 
-    /// Arms a receive for `key` now.
-    fn arm_receive(&mut self, key: usize) {
-        let Some(slot) = self.slots.get_mut(key) else { return };
-        slot.recv_armed = true;
-        self.push_receive(key);
-    }
-
     /// Asks for a receive for `key`, queued for the kernel after everything
     /// else this loop turn queues: after the turn's sends, and so after
     /// the response the reader has just written.
@@ -522,21 +515,15 @@ impl Inner {
 
     /// Queues the receive asked for `key` for the kernel, unless its
     /// stream has been dropped since (a slot reused and asked again
-    /// queues once).
+    /// queues once): at most [`MAX_RECV`] bytes into the provided buffers.
+    /// The kernel tries it at once (no `IORING_RECVSEND_POLL_FIRST`) and
+    /// arms a poll only if the socket is empty.
     fn push_deferred(&mut self, key: usize) {
         let Some(slot) = self.slots.get_mut(key) else { return };
         if !slot.recv_deferred {
             return;
         }
         slot.recv_deferred = false;
-        self.push_receive(key);
-    }
-
-    /// Queues a receive of at most [`MAX_RECV`] bytes into the provided
-    /// buffers. The kernel tries it at once (no `IORING_RECVSEND_POLL_FIRST`)
-    /// and arms a poll only if the socket is empty.
-    fn push_receive(&mut self, key: usize) {
-        let Some(slot) = self.slots.get(key) else { return };
         let recv = opcode::Recv::new(types::Fd(slot.fd), std::ptr::null_mut(), MAX_RECV as u32)
             .buf_group(GROUP)
             .build()
@@ -548,7 +535,9 @@ impl Inner {
         while let Some(key) = self.starved.pop() {
             if let Some(slot) = self.slots.get(key) {
                 if !slot.dropped && !slot.recv_armed && slot.recv_end.is_none() {
-                    self.arm_receive(key);
+                    // Queued with the turn's receives, which this
+                    // submission enters right after.
+                    self.queue_receive(key);
                 }
             }
         }
