@@ -238,6 +238,61 @@ fn connections_dropped_mid_response_are_released() {
     server.shutdown();
 }
 
+/// Server sockets on `port` in `CLOSE_WAIT`: the client has closed its end
+/// and the server has not closed its own (`/proc/net/tcp`, state `08`).
+fn close_wait_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            let local_address = fields.nth(1).unwrap_or("");
+            let state = fields.nth(1).unwrap_or("");
+            local_address.ends_with(&local) && state == "08"
+        })
+        .count()
+}
+
+/// Connections their clients close are closed by the server in full, while
+/// a long-lived one goes on beside them. On io_uring the socket is also in
+/// the ring's table of registered files, which holds it open: a slot freed
+/// without taking it out of the table would leave the server's end in
+/// `CLOSE_WAIT`, and the next connection at that slot must not be hurt by
+/// the removal.
+#[test]
+fn connections_closed_by_clients_leave_no_server_socket_open() {
+    let _serial = one_at_a_time();
+    for event_loop in [EventLoop::Epoll, EventLoop::IoUring] {
+        let server = start(event_loop);
+        let addr = server.local_addr();
+        let mut long_lived = Client::connect(addr);
+        for i in 0..300 {
+            let mut c = Client::connect(addr);
+            assert_eq!(c.roundtrip(&get("/plaintext")).text(), "Hello, World!");
+            drop(c);
+            if i % 10 == 0 {
+                assert_eq!(long_lived.roundtrip(&get("/plaintext")).text(), "Hello, World!");
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let open = close_wait_on(addr.port());
+            if open == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{open} server sockets still in CLOSE_WAIT on {event_loop:?} 3 s after their clients closed"
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(long_lived.roundtrip(&get("/plaintext")).text(), "Hello, World!");
+        server.shutdown();
+    }
+}
+
 /// On io_uring, a file body leaves by `sendfile(2)` as on epoll (not
 /// copied through the ring's sends), waiting in the ring for room while its
 /// client reads slowly, and a large upload arriving in pauses is read in
