@@ -61,6 +61,8 @@ use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
+use futures_util::FutureExt;
+
 use crate::handler::ResponseFuture;
 use crate::request::OwnedRequest;
 use crate::response::{IntoResponse, Response};
@@ -132,7 +134,8 @@ where
     Fut::Output: IntoResponse,
 {
     fn call(&self, req: OwnedRequest, next: Next) -> ResponseFuture {
-        let fut = (self.0)(req, next);
-        Box::pin(async move { fut.await.into_response() })
+        // Mapped, not awaited in an `async` block, which would hold the
+        // future twice (see `ResponseFuture`).
+        Box::pin((self.0)(req, next).map(IntoResponse::into_response))
     }
 }
