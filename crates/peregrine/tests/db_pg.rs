@@ -138,6 +138,54 @@ fn concurrent_queries_pipeline_on_one_connection() {
     });
 }
 
+/// Answers that span many reads: rows cut across read boundaries, a row
+/// larger than the read buffer's growth step, and thousands of pipelined
+/// answers behind them, every byte checked. The driver takes the read buffer
+/// whole and decodes messages from their headers, carrying a cut message
+/// over to the next read.
+#[test]
+fn answers_cut_across_reads_arrive_whole() {
+    run_local(async {
+        let mut config = PgConfig::new(database_url());
+        config.connections = 1;
+        let many = config
+            .statement("SELECT g, repeat(chr(65 + g % 26), g % 300) FROM generate_series(1, $1::int4) g");
+        let wide = config.statement("SELECT repeat('w', $1::int4), $1::int4");
+        let echo = config.statement("SELECT $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        let conn = pool.get().expect("live connection");
+        let conn = &conn;
+
+        let rows = conn.query(many, &[&3000i32]).await.expect("3,000 rows");
+        assert_eq!(rows.len(), 3000);
+        for (i, row) in rows.iter().enumerate() {
+            let g = i as i32 + 1;
+            assert_eq!(row.get::<i32>(0), g);
+            let text: &str = row.get(1);
+            let letter = char::from(b'A' + (g % 26) as u8);
+            assert!(
+                text.len() == (g % 300) as usize && text.chars().all(|c| c == letter),
+                "row {g}: {text:?}"
+            );
+        }
+
+        // Wide rows and small ones in one pipeline, so the small answers
+        // sit behind (and between) messages cut by the reads.
+        let widths = [100_000i32, 1, 40_000, 16_384, 0, 250_000];
+        let wides = try_join_all(widths.iter().map(|w| async move { conn.query_one(wide, &[w]).await }));
+        let echoes = try_join_all((0..2000i32).map(|i| async move { conn.query_one(echo, &[&i]).await }));
+        let (wides, echoes) = futures_util::future::try_join(wides, echoes).await.expect("pipelined reads");
+        for (row, &w) in wides.iter().zip(&widths) {
+            let text: &str = row.get(0);
+            assert_eq!((text.len(), row.get::<i32>(1)), (w as usize, w));
+            assert!(text.bytes().all(|b| b == b'w'));
+        }
+        let got: Vec<i32> = echoes.iter().map(|r| r.get(0)).collect();
+        assert_eq!(got, (0..2000).collect::<Vec<_>>());
+    });
+}
+
 #[test]
 fn get_or_wait_waits_for_the_first_connection_only() {
     run_local(async {

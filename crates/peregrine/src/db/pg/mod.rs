@@ -740,8 +740,9 @@ impl PgConn {
     async fn prepare(&self, sql: &str) -> Result<Rc<wire::Prepared>, Error> {
         let (name, call) = self.inner.start_prepare(sql)?;
         let outcome = call.await.map_err(|e| e.context(format_args!("preparing {sql:?}")))?;
-        let (params, columns) =
-            outcome.described.ok_or_else(|| Error::query(format!("preparing {sql:?}: no description")))?;
+        let (params, columns) = outcome
+            .into_description()
+            .ok_or_else(|| Error::query(format!("preparing {sql:?}: no description")))?;
         // SQL text runs like a registered write: in an implicit transaction
         // of its own, answered after the commit (see the module doc).
         Ok(self.inner.insert_cached(sql, wire::Prepared { name, params, columns, write: true }))
@@ -797,7 +798,7 @@ impl PgConn {
     /// of its statements as text, for administrative queries (counts,
     /// settings) that are not worth registering.
     pub async fn simple_query(&self, sql: &str) -> Result<TextRows, Error> {
-        Ok(self.inner.start_simple(sql)?.await?.text)
+        Ok(self.inner.start_simple(sql)?.await?.into_text())
     }
 }
 
@@ -918,7 +919,7 @@ impl Transaction {
     pub async fn commit(mut self) -> Result<(), Error> {
         let outcome = self.conn.inner.start_simple("COMMIT")?.await?;
         self.open = false;
-        if outcome.tag == "ROLLBACK" {
+        if outcome.tag() == "ROLLBACK" {
             return Err(Error::query("the transaction had failed, so COMMIT rolled it back")
                 .with_code(SqlState::IN_FAILED_SQL_TRANSACTION));
         }

@@ -69,18 +69,31 @@ struct StatementCache {
 }
 
 /// What a caller gets back.
+///
+/// It moves through the caller's slot twice per call (into it, out of it),
+/// so what only scripts and preparations return sits behind one box:
+/// 80 bytes instead of 152, moved inline rather than through `memcpy`
+/// (about 200 of a `/db` request's 8,600 instructions went to those copies).
 #[derive(Default)]
 pub(crate) struct Outcome {
     /// The first row, kept out of `rest` so single-row reads allocate no
     /// vector.
     pub first: Option<Row>,
     pub rest: Vec<Row>,
-    /// Rows of a simple-protocol query.
-    pub text: TextRows,
     /// Rows affected, from the command tag.
     pub affected: u64,
+    /// A script's rows and tag, or a preparation's description.
+    pub extra: Option<Box<Extra>>,
+}
+
+/// The parts of an [`Outcome`] that only simple-protocol queries and
+/// `Parse`+`Describe` produce.
+#[derive(Default)]
+pub(crate) struct Extra {
+    /// Rows of a simple-protocol query.
+    pub text: TextRows,
     /// The last command tag of a simple-protocol query (`COMMIT`,
-    /// `ROLLBACK`, ...); empty for prepared statements.
+    /// `ROLLBACK`, ...).
     pub tag: String,
     /// A `Parse`+`Describe`'s answer: parameter types and result columns.
     pub described: Option<(Vec<Type>, Rc<Columns>)>,
@@ -93,6 +106,26 @@ impl Outcome {
         } else {
             self.rest.push(row);
         }
+    }
+
+    /// The script and preparation parts, created on first use.
+    pub(super) fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// A script's rows as text (empty for prepared statements).
+    pub(crate) fn into_text(self) -> TextRows {
+        self.extra.map(|extra| extra.text).unwrap_or_default()
+    }
+
+    /// A script's last command tag (empty for prepared statements).
+    pub(crate) fn tag(&self) -> &str {
+        self.extra.as_ref().map_or("", |extra| &extra.tag)
+    }
+
+    /// A preparation's parameter types and result columns.
+    pub(crate) fn into_description(self) -> Option<(Vec<Type>, Rc<Columns>)> {
+        self.extra.and_then(|extra| extra.described)
     }
 
     /// All rows, in order.
@@ -510,5 +543,17 @@ impl Drop for Call<'_> {
             }
             Some(Slot::Abandoned) | None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every answer moves through its slot; keep the common one small
+    /// enough to move without a `memcpy` call (see [`Outcome`]).
+    #[test]
+    fn a_rows_answer_stays_small() {
+        assert!(std::mem::size_of::<Outcome>() <= 80, "Outcome is {} bytes", std::mem::size_of::<Outcome>());
     }
 }
