@@ -15,6 +15,10 @@
 //! speaks the protocol itself, with the message encoding, parsing and
 //! SCRAM/md5 authentication of the `postgres-protocol` crate and the value
 //! conversions of `postgres-types` (both also what tokio-postgres uses).
+//! The four messages every pipelined read is made of (`BindComplete`,
+//! `DataRow`, `CommandComplete`, `ReadyForQuery`) are decoded by the
+//! driver itself, from their headers: `Message::parse` cost 653 of a `/db`
+//! request's 8,600 instructions (see [`driver`]).
 //!
 //! # Parts
 //!
