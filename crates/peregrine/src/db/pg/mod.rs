@@ -745,7 +745,7 @@ impl PgConn {
             .ok_or_else(|| Error::query(format!("preparing {sql:?}: no description")))?;
         // SQL text runs like a registered write: in an implicit transaction
         // of its own, answered after the commit (see the module doc).
-        Ok(self.inner.insert_cached(sql, wire::Prepared { name, params, columns, write: true }))
+        Ok(self.inner.insert_cached(sql, wire::Prepared::new(name, params, columns, true)))
     }
 
     /// Number of statements prepared on first use ([`Statement::Sql`]) that

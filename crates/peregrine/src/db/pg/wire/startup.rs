@@ -200,12 +200,12 @@ async fn prepare(
                 let spec = statements
                     .get(i)
                     .ok_or_else(|| protocol_error("more statement descriptions than statements"))?;
-                prepared.push(Prepared {
-                    name: format!("s{i}"),
-                    params: std::mem::take(&mut params),
-                    columns: Rc::new(columns),
-                    write: spec.write,
-                });
+                prepared.push(Prepared::new(
+                    format!("s{i}"),
+                    std::mem::take(&mut params),
+                    Rc::new(columns),
+                    spec.write,
+                ));
             }
             Message::ErrorResponse(body) => {
                 let sql = statements.get(prepared.len()).map(|s| s.sql.as_str()).unwrap_or_default();
