@@ -40,12 +40,19 @@
 //!
 //! Memory stays bounded as with epoll, and one connection cannot take
 //! what others need:
-//! - a receive is armed only while the connection's reader waits for
-//!   input, and takes at most [`MAX_RECV`] bytes: a connection that does
-//!   not read leaves its input in its own socket buffer, as with epoll.
-//!   (Multishot receives, armed once per connection, kept taking input for
-//!   readers that had stopped: an HTTP/2 ping flood from a client that
-//!   never read filled every buffer and starved the other connections.)
+//! - a receive is armed when the connection's reader waits for input,
+//!   and each completion takes at most [`MAX_RECV`] bytes. It is
+//!   multishot: it stays armed, so a connection whose requests and answers
+//!   alternate costs one submission per request (the send), not two, and
+//!   no poll (pipelined `/plaintext`: 2.3 submissions and one poll a batch
+//!   of 16 before, 1 and 0 after, as the bare io_uring responder). But a
+//!   reader [`MAX_RECV`] behind (a flood, a reader that stopped) ends it,
+//!   and that connection gets one receive per wait from then on: it
+//!   leaves further input in its own socket buffer, as with epoll, and
+//!   cannot take every buffer again. (Multishot receives that were never
+//!   ended kept taking input for readers that had stopped: an HTTP/2 ping
+//!   flood from a client that never read filled every buffer and starved
+//!   the other connections.)
 //! - receive buffers belong to the worker, not to connections: an idle
 //!   connection holds none. They are consumed incrementally
 //!   (`IOU_PBUF_RING_INC`, Linux 6.12): receives are packed one after
@@ -204,6 +211,13 @@ struct Slot {
     received: VecDeque<Segment>,
     offset: usize,
     recv_armed: bool,
+    /// The armed receive is being cancelled: its last completion is due.
+    recv_cancelling: bool,
+    /// Bytes in `received` not read yet.
+    buffered: usize,
+    /// Input arrived faster than the reader took it: this connection's
+    /// receives are single-shot from now on.
+    single_shot: bool,
     /// The receive is in `receives`, not yet queued for the kernel, which
     /// holds nothing of it.
     recv_deferred: bool,
@@ -238,6 +252,9 @@ impl Slot {
             received: VecDeque::new(),
             offset: 0,
             recv_armed: false,
+            recv_cancelling: false,
+            buffered: 0,
+            single_shot: false,
             recv_deferred: false,
             recv_is_poll: false,
             recv_end: None,
@@ -433,6 +450,7 @@ impl Ring {
         for segment in slot.received.drain(..) {
             inner.buffers.release(segment.bid);
         }
+        slot.buffered = 0;
         if slot.recv_deferred {
             // Not queued for the kernel yet: nothing to cancel, and the
             // submission skips it.
@@ -441,7 +459,8 @@ impl Ring {
         }
         // Called once per slot (from the stream's drop), so at most one
         // cancellation of each is ever in flight.
-        let recv_armed = slot.recv_armed;
+        let recv_armed = slot.recv_armed && !slot.recv_cancelling;
+        slot.recv_cancelling |= recv_armed;
         let poll_armed = slot.poll_out == PollOut::Armed;
         if recv_armed {
             let armed = if slot.recv_is_poll { tag(POLL_IN, key) } else { tag(RECV, key) };
@@ -544,7 +563,9 @@ impl Inner {
 
     /// Asks for a receive for `key`, queued for the kernel after everything
     /// else this loop turn queues: after the turn's sends, and so after
-    /// the response the reader has just written.
+    /// the response the reader has just written. (Asked for when the
+    /// reader waits and no receive is armed: the first, or after a
+    /// multishot receive ended; see the module doc.)
     ///
     /// Why: queued at once, beside that response, a receive cannot find
     /// the client's next request, so the kernel arms a poll for it and the
@@ -571,7 +592,8 @@ impl Inner {
 
     /// Queues the receive asked for `key` for the kernel, unless its
     /// stream has been dropped since (a slot reused and asked again
-    /// queues once): at most [`MAX_RECV`] bytes into the provided buffers.
+    /// queues once): multishot unless the connection fell behind, at most
+    /// [`MAX_RECV`] bytes a completion, into the provided buffers.
     /// The kernel tries it at once (no `IORING_RECVSEND_POLL_FIRST`) and
     /// arms a poll only if the socket is empty.
     fn push_deferred(&mut self, key: usize) {
@@ -581,12 +603,22 @@ impl Inner {
             return;
         }
         slot.recv_deferred = false;
-        let recv = if fixed {
-            opcode::Recv::new(types::Fixed(key as u32), std::ptr::null_mut(), MAX_RECV as u32)
-        } else {
-            opcode::Recv::new(types::Fd(slot.fd), std::ptr::null_mut(), MAX_RECV as u32)
+        let recv = match (fixed, slot.single_shot) {
+            (true, false) => {
+                opcode::RecvMulti::new(types::Fixed(key as u32), GROUP).len(MAX_RECV as u32).build()
+            }
+            (false, false) => opcode::RecvMulti::new(types::Fd(slot.fd), GROUP).len(MAX_RECV as u32).build(),
+            (true, true) => {
+                opcode::Recv::new(types::Fixed(key as u32), std::ptr::null_mut(), MAX_RECV as u32)
+                    .buf_group(GROUP)
+                    .build()
+                    .flags(squeue::Flags::BUFFER_SELECT)
+            }
+            (false, true) => opcode::Recv::new(types::Fd(slot.fd), std::ptr::null_mut(), MAX_RECV as u32)
+                .buf_group(GROUP)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT),
         };
-        let recv = recv.buf_group(GROUP).build().flags(squeue::Flags::BUFFER_SELECT);
         self.push(&recv.user_data(tag(RECV, key)));
     }
 
@@ -676,16 +708,37 @@ impl Inner {
 
     fn received(&mut self, key: usize, res: i32, flags: u32) {
         let Some(slot) = self.slots.get_mut(key) else { return };
-        slot.recv_armed = false;
-        slot.bulk = res >= MAX_RECV as i32;
+        let more = cqueue::more(flags);
+        if !more {
+            slot.recv_armed = false;
+            slot.recv_cancelling = false;
+        }
+        if res > 0 {
+            slot.bulk = res >= MAX_RECV as i32;
+        }
         if let Some(bid) = cqueue::buffer_select(flags) {
             let segment = self.buffers.filled(bid, res.max(0) as u32, flags & CQE_F_BUF_MORE != 0);
             if slot.dropped || res <= 0 {
                 self.buffers.release(bid);
             } else {
                 slot.received.push_back(segment);
+                slot.buffered += res as usize;
             }
         }
+        // The receive stays armed while its reader keeps up. A reader
+        // MAX_RECV behind (a flood, a reader that stopped) ends it, and the
+        // connection falls back to one receive per wait, each at most
+        // MAX_RECV, so it cannot take more than its share of the buffers or
+        // of the loop again. A large body ends it too, to be read directly
+        // (`bulk`).
+        let behind = slot.buffered >= MAX_RECV;
+        if more && !slot.recv_cancelling && (behind || slot.bulk) {
+            slot.single_shot |= behind;
+            slot.recv_cancelling = true;
+            let cancel = opcode::AsyncCancel::new(tag(RECV, key)).build().user_data(tag(CANCEL, key));
+            self.push(&cancel);
+        }
+        let Some(slot) = self.slots.get_mut(key) else { return };
         if res == -libc::ENOBUFS {
             // Every buffer is taken: armed again once the turn's readers
             // have given some back.
@@ -829,6 +882,7 @@ impl AsyncRead for UringStream {
                 let n = data.len().min(buf.remaining());
                 buf.put_slice(&data[..n]);
                 slot.offset += n;
+                slot.buffered -= n;
                 if slot.offset == segment.len as usize {
                     slot.received.pop_front();
                     slot.offset = 0;
