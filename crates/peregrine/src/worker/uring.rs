@@ -213,10 +213,8 @@ struct Slot {
     recv_armed: bool,
     /// The armed receive is being cancelled: its last completion is due.
     recv_cancelling: bool,
-    /// Bytes in `received` not read yet.
-    buffered: usize,
-    /// Input arrived faster than the reader took it: this connection's
-    /// receives are single-shot from now on.
+    /// The reader fell [`MAX_RECV`] behind its input once: this
+    /// connection's receives are single-shot from now on.
     single_shot: bool,
     /// The receive is in `receives`, not yet queued for the kernel, which
     /// holds nothing of it.
@@ -253,7 +251,6 @@ impl Slot {
             offset: 0,
             recv_armed: false,
             recv_cancelling: false,
-            buffered: 0,
             single_shot: false,
             recv_deferred: false,
             recv_is_poll: false,
@@ -269,6 +266,11 @@ impl Slot {
             write_waker: None,
             dropped: false,
         }
+    }
+
+    /// Bytes received and not read yet.
+    fn unread(&self) -> usize {
+        self.received.iter().map(|segment| segment.len as usize).sum::<usize>() - self.offset
     }
 
     /// Whether the kernel still holds an operation of this slot's.
@@ -450,7 +452,6 @@ impl Ring {
         for segment in slot.received.drain(..) {
             inner.buffers.release(segment.bid);
         }
-        slot.buffered = 0;
         if slot.recv_deferred {
             // Not queued for the kernel yet: nothing to cancel, and the
             // submission skips it.
@@ -722,7 +723,6 @@ impl Inner {
                 self.buffers.release(bid);
             } else {
                 slot.received.push_back(segment);
-                slot.buffered += res as usize;
             }
         }
         // The receive stays armed while its reader keeps up. A reader
@@ -731,7 +731,7 @@ impl Inner {
         // MAX_RECV, so it cannot take more than its share of the buffers or
         // of the loop again. A large body ends it too, to be read directly
         // (`bulk`).
-        let behind = slot.buffered >= MAX_RECV;
+        let behind = slot.unread() >= MAX_RECV;
         if more && !slot.recv_cancelling && (behind || slot.bulk) {
             slot.single_shot |= behind;
             slot.recv_cancelling = true;
@@ -882,7 +882,6 @@ impl AsyncRead for UringStream {
                 let n = data.len().min(buf.remaining());
                 buf.put_slice(&data[..n]);
                 slot.offset += n;
-                slot.buffered -= n;
                 if slot.offset == segment.len as usize {
                     slot.received.pop_front();
                     slot.offset = 0;

@@ -353,16 +353,11 @@ impl Driver {
     }
 
     /// Handles a message decoded by postgres-protocol: the ones
-    /// [`Driver::handle`] does not decode itself.
+    /// [`Driver::handle`] does not decode itself (it takes every
+    /// `CommandComplete`, `ReadyForQuery` and prepared statement's row).
     fn handle_message(&mut self, message: Message) -> Result<(), Error> {
         match message {
             Message::DataRow(body) => match self.front() {
-                Some(EntryKind::Statement { .. }) => {
-                    let columns = self.state.queue.borrow().front().and_then(|e| e.columns.clone());
-                    let columns =
-                        columns.ok_or_else(|| protocol_error("a row for a statement without columns"))?;
-                    self.current.push(Row::new(columns, body.buffer_bytes().clone()));
-                }
                 Some(EntryKind::Simple) => {
                     let mut values = Vec::new();
                     let mut ranges = body.ranges();
@@ -373,7 +368,6 @@ impl Driver {
                 }
                 _ => return Err(protocol_error("a row arrived that nobody asked for")),
             },
-            Message::CommandComplete(body) => self.complete(body.tag().unwrap_or_default().as_bytes())?,
             Message::EmptyQueryResponse => self.complete(b"")?,
             Message::ParameterDescription(body) if self.front() == Some(EntryKind::Prepare) => {
                 self.described = body
@@ -415,7 +409,6 @@ impl Driver {
                 }
                 self.tx_error.get_or_insert(error);
             }
-            Message::ReadyForQuery(_) => self.ready_for_query()?,
             // COPY ... FROM STDIN waits for data we never send, and in
             // a pipeline the server's way out of it depends on timing
             // (it ignores Sync while copying). Fail the statement and
