@@ -3,7 +3,7 @@
 //! sockets: the same bytes for the same requests, and the io_uring
 //! transport's own edges (more input at once than its shared receive
 //! buffers hold, a connection that stops reading, connections dropped with
-//! output still in flight).
+//! output still in flight or with input half read).
 //!
 //! The rest of the suite runs on the default; `scripts/test` runs the
 //! HTTP, pipelining, strictness, HTTP/2 flood and WebSocket suites once
@@ -212,6 +212,43 @@ fn a_connection_that_stops_reading_does_not_stall_others() {
             assert_eq!(c.roundtrip(&get("/plaintext")).text(), "Hello, World!", "{event_loop:?}");
         }
         drop(stalled);
+        server.shutdown();
+    }
+}
+
+/// An HTTP/2 connection that broke the protocol is drained of at most
+/// 256 KiB (in 4 KiB reads) before its close. Input arriving in 5,000-byte
+/// pieces, which the reader keeps up with, leaves the drain's last read
+/// inside a piece with the io_uring receive still armed: its last
+/// completion comes after the slot let its input go. That completion once
+/// found the slot's read position past its emptied input and took the
+/// worker down; the server must go on serving.
+#[test]
+fn a_connection_dropped_inside_a_received_piece_leaves_the_worker_serving() {
+    let _serial = one_at_a_time();
+    for event_loop in [EventLoop::IoUring, EventLoop::Epoll] {
+        let server = start(event_loop);
+        let addr = server.local_addr();
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        // The preface, an empty SETTINGS, then DATA on stream 0: a
+        // connection error (RFC 9113 §6.1).
+        let mut opening = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        opening.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+        opening.extend_from_slice(&[0, 0, 1, 0x0, 0, 0, 0, 0, 0, b'x']);
+        s.write_all(&opening).expect("send");
+        thread::sleep(Duration::from_millis(50));
+        let piece = vec![0u8; 5000];
+        for _ in 0..80 {
+            if s.write_all(&piece).is_err() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        thread::sleep(Duration::from_millis(100));
+        let mut c = Client::connect(addr);
+        assert_eq!(c.roundtrip(&get("/plaintext")).text(), "Hello, World!", "{event_loop:?}");
+        drop(s);
         server.shutdown();
     }
 }

@@ -452,6 +452,9 @@ impl Ring {
         for segment in slot.received.drain(..) {
             inner.buffers.release(segment.bid);
         }
+        // `offset` counts into the first segment: none is left. A receive
+        // still armed completes after this, and `unread` must read zero.
+        slot.offset = 0;
         if slot.recv_deferred {
             // Not queued for the kernel yet: nothing to cancel, and the
             // submission skips it.
@@ -731,7 +734,7 @@ impl Inner {
         // MAX_RECV, so it cannot take more than its share of the buffers or
         // of the loop again. A large body ends it too, to be read directly
         // (`bulk`).
-        let behind = slot.unread() >= MAX_RECV;
+        let behind = !slot.dropped && slot.unread() >= MAX_RECV;
         if more && !slot.recv_cancelling && (behind || slot.bulk) {
             slot.single_shot |= behind;
             slot.recv_cancelling = true;
