@@ -3,7 +3,7 @@
 //! Sockets and the event loop go through tokio and socket2; what is left
 //! are the few calls neither offers (open-file limits, CPU affinity,
 //! `sendfile` and `send` with `MSG_MORE` for file bodies, anonymous memory
-//! for io_uring's receive buffers, and the calls the
+//! for io_uring's receive buffers and its eventfd, and the calls the
 //! worker's sweep makes on a connection's descriptor from outside its
 //! task). Keeping them here keeps `unsafe` in one reviewed place.
 
@@ -364,6 +364,20 @@ pub(crate) fn shutdown_socket(fd: RawFd) {
     // SAFETY: shutdown only changes the state of the socket; on an invalid
     // descriptor it fails with EBADF and does nothing.
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+/// A new non-blocking, close-on-exec eventfd, counting from zero: the
+/// io_uring worker's wake-up signal (see `worker::uring`).
+#[cfg(target_os = "linux")]
+pub(crate) fn eventfd() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: eventfd takes no pointers; it returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// Sets `TCP_NOTSENT_LOWAT` on a TCP socket: the kernel takes no more
