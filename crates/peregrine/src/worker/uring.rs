@@ -40,8 +40,9 @@
 //! connections). The kernel announces held-back completions only when
 //! none were held before, so the eventfd is the signal (the ring's
 //! descriptor does not become readable for them), and an entry runs at
-//! most 20 of them: the task enters again while `IORING_SQ_TASKRUN` says
-//! more wait.
+//! most 20 of them: the task enters again while the kernel flags more
+//! (`IORING_SQ_TASKRUN`, or `IORING_SQ_CQ_OVERFLOW` for completions a full
+//! queue overflowed; see [`Inner::completions_held`]).
 //!
 //! Sockets are registered files: a connection's socket also sits in the
 //! ring's file table at its slot's key ([`FIXED_FILES`]), entered with the
@@ -93,10 +94,10 @@ use std::task::{Context, Poll, Waker};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use slab::Slab;
-
-use crate::sys;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::sys;
 
 /// Submission queue entries.
 const RING_ENTRIES: u32 = 1024;
@@ -384,12 +385,9 @@ impl Ring {
                 };
                 let mut inner = self.inner.borrow_mut();
                 keep_waker(&mut inner.task, cx);
-                // An entry runs at most 20 held-back completions (the
-                // kernel's `IO_LOCAL_TW_DEFAULT_MAX`) and flags the rest
-                // (`IORING_SQ_TASKRUN`), which no signal announces again.
-                let held_back = inner.ring.submission().taskrun();
+                let held_back = inner.completions_held();
                 inner.submit(signalled || held_back);
-                let held_back = inner.ring.submission().taskrun();
+                let held_back = inner.completions_held();
                 let completed = !inner.ring.completion().is_empty();
                 drop(inner);
                 if completed {
@@ -551,10 +549,10 @@ impl Inner {
     }
 
     /// Enters everything queued, the turn's receives last, after arming
-    /// the receives that ran out of buffers; and, when the eventfd
-    /// signalled (`collect`) or anything is entered, collects the
-    /// completions the kernel holds back for this thread, in the same
-    /// system call.
+    /// the receives that ran out of buffers; and, when `collect` (the
+    /// eventfd signalled, or the kernel holds completions) or anything is
+    /// entered, collects the completions the kernel holds back for this
+    /// thread, in the same system call.
     fn submit(&mut self, collect: bool) {
         self.rearm_starved();
         let mut receives = std::mem::take(&mut self.receives);
@@ -569,31 +567,27 @@ impl Inner {
         }
         // SAFETY: no argument pointer is passed; `queued` entries are in
         // the submission queue, each valid (see `push`).
-        let entered = unsafe {
+        entered(unsafe {
             self.ring.submitter().enter::<libc::sigset_t>(queued as u32, 0, IORING_ENTER_GETEVENTS, None)
-        };
-        match entered {
-            Ok(_) => {}
-            Err(e)
-                if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
-            }
-            Err(e) => tracing::error!(error = %e, "io_uring_enter failed"),
-        }
+        });
     }
 
     /// Enters what is queued, mid-turn (the queue is full, or holds a
-    /// large batch). Completions stay with the kernel until the turn's
-    /// [`Inner::submit`] collects them.
+    /// large batch). Held-back completions are collected by the turn's
+    /// [`Inner::submit`].
     fn enter(&mut self) {
-        match self.ring.submit() {
-            Ok(_) => {}
-            // Interrupted, or the completion queue is full: what was not
-            // taken stays queued for the next turn.
-            Err(e)
-                if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
-            }
-            Err(e) => tracing::error!(error = %e, "io_uring_enter failed"),
-        }
+        entered(self.ring.submit());
+    }
+
+    /// Whether the kernel holds completions that only an entry asking for
+    /// them posts, and that no eventfd signal announces again: more than
+    /// one entry runs (at most 20 each, the kernel's
+    /// `IO_LOCAL_TW_DEFAULT_MAX`; `IORING_SQ_TASKRUN`), or ones a full
+    /// completion queue overflowed into the kernel's own list
+    /// (`IORING_SQ_CQ_OVERFLOW`).
+    fn completions_held(&mut self) -> bool {
+        let queue = self.ring.submission();
+        queue.taskrun() || queue.cq_overflow()
     }
 
     /// Puts the socket of a new slot in the ring's table of registered
@@ -903,6 +897,17 @@ fn writer(slots: &mut Slab<Slot>, key: usize) -> io::Result<&mut Slot> {
 
 /// Keeps the waker of `cx` in `waker`, unless the one there already wakes
 /// the same task (cloning a waker is not free).
+/// Reports an `io_uring_enter` that failed for good. Interrupted, or the
+/// completion queue full: what was not taken stays queued for the next
+/// turn.
+fn entered(result: io::Result<usize>) {
+    match result {
+        Ok(_) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => {}
+        Err(e) => tracing::error!(error = %e, "io_uring_enter failed"),
+    }
+}
+
 fn keep_waker(waker: &mut Option<Waker>, cx: &Context<'_>) {
     match waker {
         Some(kept) if kept.will_wake(cx.waker()) => {}
