@@ -12,13 +12,14 @@
 //! accepts, with the same fields (peregrine may be stricter, never more
 //! lenient). The input is treated as a pipelined stream, the way the server
 //! reads it: after each complete head its body is skipped and the next head
-//! parsed.
+//! parsed. Every compiled form of the parser (AVX2, SSSE3, baseline) the
+//! CPU can run must give the same answers.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use peregrine::fuzzing::ChunkedDecoder;
-use peregrine::fuzzing::{header_slots, parse_head, Framing, Head, HeadLimits, ParseError};
+use peregrine::fuzzing::{header_slots, parse_head, parse_head_using, Framing, Head, HeadLimits, ParseError, ParserForm};
 use peregrine::{Method, Version};
 
 /// The server's defaults.
@@ -63,9 +64,17 @@ fn summarize(head: &Head<'_, '_>) -> Summary {
     }
 }
 
+/// Parses with the form of the parser the server runs, and checks that
+/// every other form this CPU can run reads `buf` the same way.
 fn parse(buf: &[u8], limits: &HeadLimits) -> Outcome {
     let mut slots = header_slots();
-    parse_head(buf, &mut slots, limits).map(|h| h.as_ref().map(summarize))
+    let outcome = parse_head(buf, &mut slots, limits).map(|h| h.as_ref().map(summarize));
+    for form in ParserForm::available() {
+        let mut slots = header_slots();
+        let theirs = parse_head_using(form, buf, &mut slots, limits).map(|h| h.as_ref().map(summarize));
+        assert_eq!(theirs, outcome, "the {form:?} form of the parser differs");
+    }
+    outcome
 }
 
 fn is_tchar(b: u8) -> bool {

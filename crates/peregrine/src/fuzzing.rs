@@ -10,7 +10,8 @@ pub use crate::http::date::{date_block, DateBlock};
 pub use crate::http::Header;
 pub use crate::proto::h1::chunked::{ChunkedDecoder, ChunkedError, Progress};
 pub use crate::proto::h1::parse::{
-    header_slots, parse_head, Framing, Head, HeadLimits, HeaderSlots, ParseError, MAX_HEADERS_CAP,
+    header_slots, parse_head, parse_head_using, Framing, Head, HeadLimits, HeaderSlots, ParseError,
+    ParserForm, MAX_HEADERS_CAP,
 };
 pub use crate::proto::h2::hpack::{Decoder, Encoder, HpackError};
 

@@ -4,9 +4,11 @@
 //! stricter than `httparse` is fine; being more lenient could open a
 //! request-smuggling gap, so: whenever peregrine accepts a head, `httparse`
 //! must accept the same bytes with the same method, target, version, length
-//! and header fields. Valid requests must be accepted by both.
+//! and header fields. Valid requests must be accepted by both. And every
+//! compiled form of peregrine's parser (AVX2, SSSE3, baseline) that the CPU
+//! can run must read each input the same way.
 
-use peregrine::fuzzing::{header_slots, parse_head, HeadLimits};
+use peregrine::fuzzing::{header_slots, parse_head, parse_head_using, HeadLimits, ParserForm};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -16,6 +18,18 @@ const LIMITS: HeadLimits = HeadLimits { max_head_bytes: 16 * 1024, max_headers: 
 fn compare(input: &[u8]) -> bool {
     let mut slots = header_slots();
     let ours = parse_head(input, &mut slots, &LIMITS);
+    // Every compiled form of peregrine's parser this CPU can run reads the
+    // input as the one the server runs does.
+    for form in ParserForm::available() {
+        let mut slots = header_slots();
+        let theirs = parse_head_using(form, input, &mut slots, &LIMITS);
+        assert_eq!(
+            format!("{theirs:?}"),
+            format!("{ours:?}"),
+            "{form:?} form, {:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
     let Ok(Some(head)) = ours else { return false };
 
     // peregrine serves a later HTTP/1.x as HTTP/1.1 (RFC 9110 §2.5), which
