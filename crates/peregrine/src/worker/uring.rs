@@ -1031,6 +1031,52 @@ impl UringStream {
     }
 }
 
+impl UringStream {
+    /// Sends all of `out` and leaves it empty. The buffer itself goes to
+    /// the ring, and `out` gets a spare one in exchange, so the bytes are
+    /// not copied; beyond [`MAX_SEND`] they are copied in pieces, as
+    /// writes are.
+    ///
+    /// Copying a batch of 16 pipelined plaintext responses into the send
+    /// buffer was about 230 instructions (14 a request) in `memcpy`.
+    pub(crate) async fn send_all(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if out.len() > MAX_SEND {
+            let mut written = 0;
+            while written < out.len() {
+                written += std::future::poll_fn(|cx| self.poll_send(cx, &[&out[written..]])).await?;
+            }
+            out.clear();
+            return Ok(());
+        }
+        std::future::poll_fn(|cx| self.poll_hand_over(cx, out)).await
+    }
+
+    /// Queues the send of `out` whole, once the previous send has
+    /// completed, taking its buffer; see [`UringStream::send_all`].
+    fn poll_hand_over(&mut self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<io::Result<()>> {
+        let mut inner = self.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let slot = writer(&mut inner.slots, self.key)?;
+        if slot.send_in_flight {
+            keep_waker(&mut slot.write_waker, cx);
+            return Poll::Pending;
+        }
+        if out.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        // In exchange, `out` gets what the slot holds (all sent), or, if
+        // that has no room (a completed send gives its buffer to the
+        // spares), a spare: so that `out` needs no allocation.
+        let idle = std::mem::take(&mut slot.sending);
+        let exchange = if idle.capacity() > 0 { idle } else { inner.spare_sends.pop().unwrap_or(idle) };
+        slot.sending = std::mem::replace(out, exchange);
+        out.clear();
+        slot.sent = 0;
+        inner.send(self.key);
+        Poll::Ready(Ok(()))
+    }
+}
+
 /// Direct writes: system calls on the socket beside the ring's sends, for
 /// what the ring has no better form of (`sendfile(2)` of a file body).
 impl UringStream {

@@ -775,6 +775,19 @@ impl<S: 'static> Conn<S> {
         let (timer, worker) = (&self.timer, &self.worker);
         timer.arm(Wait::Write, worker.deadline_after(worker.config.io_timeout));
         timer.begin_transfer();
+        // On io_uring the buffer itself is handed to the ring.
+        if let Io::Uring(ring) = stream {
+            let len = self.out.len();
+            let result = ring.send_all(&mut self.out).await;
+            if result.is_ok() {
+                timer.moved(len);
+            }
+            self.out.clear();
+            if self.out.capacity() > KEEP_OUT_CAPACITY {
+                self.out = Vec::with_capacity(self.worker.config.read_buffer_bytes);
+            }
+            return result;
+        }
         // Most responses fit the socket at once: try that first.
         let result = match stream.try_write_now(&self.out) {
             Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),

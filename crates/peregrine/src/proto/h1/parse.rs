@@ -177,6 +177,7 @@ pub fn parse_head<'b, 'h>(
 /// differential test and the fuzz target run each with
 /// [`parse_head_using`] and hold them to the same answers, since on any
 /// one machine only the best would otherwise be tested.
+#[cfg(feature = "fuzzing")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParserForm {
     /// Header values scanned 32 bytes a vector, names with `pshufb`.
@@ -187,6 +188,7 @@ pub enum ParserForm {
     Baseline,
 }
 
+#[cfg(feature = "fuzzing")]
 impl ParserForm {
     /// The forms this CPU can run, best first.
     pub fn available() -> Vec<ParserForm> {
@@ -206,6 +208,7 @@ impl ParserForm {
 ///
 /// # Panics
 /// If this CPU cannot run `form` (it is not in [`ParserForm::available`]).
+#[cfg(feature = "fuzzing")]
 pub fn parse_head_using<'b, 'h>(
     form: ParserForm,
     buf: &'b [u8],
