@@ -895,8 +895,24 @@ fn writer(slots: &mut Slab<Slot>, key: usize) -> io::Result<&mut Slot> {
     }
 }
 
-/// Keeps the waker of `cx` in `waker`, unless the one there already wakes
-/// the same task (cloning a waker is not free).
+/// The slot of a writer whose previous send has completed; `Pending`
+/// while it is in flight, with the waker of `cx` kept for its completion.
+fn idle_writer<'s>(
+    slots: &'s mut Slab<Slot>,
+    key: usize,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<&'s mut Slot>> {
+    let slot = match writer(slots, key) {
+        Ok(slot) => slot,
+        Err(e) => return Poll::Ready(Err(e)),
+    };
+    if slot.send_in_flight {
+        keep_waker(&mut slot.write_waker, cx);
+        return Poll::Pending;
+    }
+    Poll::Ready(Ok(slot))
+}
+
 /// Reports an `io_uring_enter` that failed for good. Interrupted, or the
 /// completion queue full: what was not taken stays queued for the next
 /// turn.
@@ -908,6 +924,8 @@ fn entered(result: io::Result<usize>) {
     }
 }
 
+/// Keeps the waker of `cx` in `waker`, unless the one there already wakes
+/// the same task (cloning a waker is not free).
 fn keep_waker(waker: &mut Option<Waker>, cx: &Context<'_>) {
     match waker {
         Some(kept) if kept.will_wake(cx.waker()) => {}
@@ -1002,11 +1020,7 @@ impl UringStream {
     fn poll_send(&mut self, cx: &mut Context<'_>, bufs: &[&[u8]]) -> Poll<io::Result<usize>> {
         let mut inner = self.ring.inner.borrow_mut();
         let inner = &mut *inner;
-        let slot = writer(&mut inner.slots, self.key)?;
-        if slot.send_in_flight {
-            keep_waker(&mut slot.write_waker, cx);
-            return Poll::Pending;
-        }
+        let slot = std::task::ready!(idle_writer(&mut inner.slots, self.key, cx))?;
         slot.sending.clear();
         slot.sent = 0;
         if slot.sending.capacity() == 0 {
@@ -1056,11 +1070,7 @@ impl UringStream {
     fn poll_hand_over(&mut self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<io::Result<()>> {
         let mut inner = self.ring.inner.borrow_mut();
         let inner = &mut *inner;
-        let slot = writer(&mut inner.slots, self.key)?;
-        if slot.send_in_flight {
-            keep_waker(&mut slot.write_waker, cx);
-            return Poll::Pending;
-        }
+        let slot = std::task::ready!(idle_writer(&mut inner.slots, self.key, cx))?;
         if out.is_empty() {
             return Poll::Ready(Ok(()));
         }
