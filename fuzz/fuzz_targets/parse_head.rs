@@ -19,7 +19,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use peregrine::fuzzing::ChunkedDecoder;
-use peregrine::fuzzing::{header_slots, parse_head, parse_head_using, Framing, Head, HeadLimits, ParseError, ParserForm};
+use peregrine::fuzzing::{
+    header_slots, parse_head, parse_head_using, Framing, Head, HeadLimits, ParseError, ParserForm,
+};
 use peregrine::{Method, Version};
 
 /// The server's defaults.

@@ -775,47 +775,45 @@ impl<S: 'static> Conn<S> {
         let (timer, worker) = (&self.timer, &self.worker);
         timer.arm(Wait::Write, worker.deadline_after(worker.config.io_timeout));
         timer.begin_transfer();
-        // On io_uring the buffer itself is handed to the ring.
-        if let Io::Uring(ring) = stream {
+        let result = if let Io::Uring(ring) = stream {
+            // On io_uring the buffer itself is handed to the ring.
             let len = self.out.len();
             let result = ring.send_all(&mut self.out).await;
             if result.is_ok() {
                 timer.moved(len);
             }
-            self.out.clear();
-            if self.out.capacity() > KEEP_OUT_CAPACITY {
-                self.out = Vec::with_capacity(self.worker.config.read_buffer_bytes);
-            }
-            return result;
-        }
-        // Most responses fit the socket at once: try that first.
-        let result = match stream.try_write_now(&self.out) {
-            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),
-            first => {
-                // What the try sent (nothing on `WouldBlock`).
-                let mut written = first.unwrap_or(0);
-                timer.moved(written);
-                loop {
-                    if written == self.out.len() {
-                        break Ok(());
-                    }
-                    match stream.write(&self.out[written..]).await {
-                        Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
-                        Ok(n) => {
-                            written += n;
-                            timer.moved(n);
-                            timer.deadline.set(worker.deadline_after(worker.config.io_timeout));
+            result
+        } else {
+            // Most responses fit the socket at once: try that first.
+            let result = match stream.try_write_now(&self.out) {
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),
+                first => {
+                    // What the try sent (nothing on `WouldBlock`).
+                    let mut written = first.unwrap_or(0);
+                    timer.moved(written);
+                    loop {
+                        if written == self.out.len() {
+                            break Ok(());
                         }
-                        Err(e) => break Err(e),
+                        match stream.write(&self.out[written..]).await {
+                            Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                            Ok(n) => {
+                                written += n;
+                                timer.moved(n);
+                                timer.deadline.set(worker.deadline_after(worker.config.io_timeout));
+                            }
+                            Err(e) => break Err(e),
+                        }
                     }
                 }
+            };
+            // `flush` pushes out what a TLS session still holds after taking
+            // all of `out` (a socket that filled up mid-record); on TCP it
+            // does nothing.
+            match result {
+                Ok(()) => stream.flush().await,
+                Err(e) => Err(e),
             }
-        };
-        // `flush` pushes out what a TLS session still holds after taking all
-        // of `out` (a socket that filled up mid-record); on TCP it does nothing.
-        let result = match result {
-            Ok(()) => stream.flush().await,
-            Err(e) => Err(e),
         };
         self.out.clear();
         if self.out.capacity() > KEEP_OUT_CAPACITY {

@@ -163,13 +163,24 @@ pub fn parse_head<'b, 'h>(
     slots: &'h mut [MaybeUninit<Header<'b>>],
     limits: &HeadLimits,
 ) -> Result<Option<Head<'b, 'h>>, ParseError> {
-    // Never scan past the limit: a head that has not ended by then is too
-    // large whatever follows.
-    let window = &buf[..buf.len().min(limits.max_head_bytes)];
-    let max_headers = limits.max_headers.min(slots.len());
+    let (window, slots, at_limit) = bounded(buf, slots, limits);
     // The result is returned as `parse_with` built it: converting or
     // inspecting it here made the compiler copy the head.
-    parse_in(window, &mut slots[..max_headers], buf.len() >= limits.max_head_bytes)
+    parse_in(window, slots, at_limit)
+}
+
+/// What a parse may look at under `limits`: never past the size limit (a
+/// head that has not ended by then is too large whatever follows), and no
+/// more header slots than allowed; and whether `buf` reaches the limit.
+#[inline(always)]
+fn bounded<'b, 's, 'h>(
+    buf: &'b [u8],
+    slots: &'s mut [MaybeUninit<Header<'h>>],
+    limits: &HeadLimits,
+) -> (&'b [u8], &'s mut [MaybeUninit<Header<'h>>], bool) {
+    let window = &buf[..buf.len().min(limits.max_head_bytes)];
+    let max_headers = limits.max_headers.min(slots.len());
+    (window, &mut slots[..max_headers], buf.len() >= limits.max_head_bytes)
 }
 
 /// A compiled form of the parser: one per instruction set it can use (see
@@ -215,10 +226,7 @@ pub fn parse_head_using<'b, 'h>(
     slots: &'h mut [MaybeUninit<Header<'b>>],
     limits: &HeadLimits,
 ) -> Result<Option<Head<'b, 'h>>, ParseError> {
-    let window = &buf[..buf.len().min(limits.max_head_bytes)];
-    let max_headers = limits.max_headers.min(slots.len());
-    let slots = &mut slots[..max_headers];
-    let at_limit = buf.len() >= limits.max_head_bytes;
+    let (window, slots, at_limit) = bounded(buf, slots, limits);
     let unavailable = || panic!("this CPU cannot run the {form:?} parser");
     match form {
         #[cfg(target_arch = "x86_64")]
@@ -315,9 +323,8 @@ unsafe fn parse_in_ssse3<'b, 'h>(
 type Parsed<'b, 'h> = Result<Option<Head<'b, 'h>>, ParseError>;
 
 /// See [`parse_in`]; `ssse3` and `avx2` say whether SSSE3 and AVX2 may be
-/// used, and
-/// `at_limit` whether `buf` is as long as a head may be, so that a partial
-/// head is one too large.
+/// used, and `at_limit` whether `buf` is as long as a head may be, so that
+/// a partial head is one too large.
 #[inline(always)]
 fn parse_with<'b, 'h>(
     ssse3: Option<scan::Ssse3>,
