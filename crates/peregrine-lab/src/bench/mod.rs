@@ -16,7 +16,9 @@
 //! - `composite`: the TFB-style weighted score;
 //! - `chart`: one SVG chart per test;
 //! - `progress`: the status line while running;
-//! - `report`: result lines, the Markdown report and the JSON document.
+//! - `report`: result lines, the Markdown report and the JSON document;
+//! - `versus`: the report's section on one server against the best of its
+//!   peers and the floors (`--subject`).
 //!
 //! Starting and stopping servers, running wrk, reading `/proc`, raising the
 //! open-files limit and the statistics come from [`crate::rig`], shared with
@@ -39,6 +41,7 @@ mod load;
 mod progress;
 mod records;
 mod report;
+mod versus;
 
 use crate::rig::arena::{self, Profile};
 use crate::rig::dbcpu::Postmaster;
@@ -119,6 +122,19 @@ pub struct BenchArgs {
     /// The server every other server is compared with.
     #[arg(long, default_value = "floor")]
     baseline: String,
+    /// Add a section to the report comparing this server, test by test,
+    /// with whichever peer did best on each figure (requests/s, requests
+    /// per server CPU-second), and with the floors. Peers are all the other
+    /// servers run except the floors and the subject's own variants (names
+    /// starting with `SUBJECT-`, e.g. `peregrine-epoll`). Also with
+    /// --report-from.
+    #[arg(long, value_name = "SUBJECT")]
+    subject: Option<String>,
+    /// The floor responders for --subject (comma-separated): bare servers
+    /// that bound what any server can reach and are not counted as peers.
+    /// Default: the servers named `floor` or `floor-*`.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    floors: Option<Vec<String>>,
     /// Where the JSON results go; the Markdown report is written beside it.
     #[arg(long, default_value = "target/lab/results.json")]
     out: PathBuf,
@@ -137,7 +153,7 @@ pub struct BenchArgs {
 
 pub fn run(args: BenchArgs) -> ExitCode {
     if let Some(path) = &args.report_from {
-        return match rewrite_report(path) {
+        return match rewrite_report(path, &args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("bench: {e}");
@@ -170,9 +186,16 @@ struct Plan {
 
 /// Reads a results file and writes its report and charts beside it. The
 /// composite and the per-round ratios are recomputed, so a file from
-/// before a scoring fix gets the current one.
-fn rewrite_report(path: &Path) -> Result<(), String> {
+/// before a scoring fix gets the current one. `--subject` and `--floors`
+/// given now replace the ones the file was written with.
+fn rewrite_report(path: &Path, args: &BenchArgs) -> Result<(), String> {
     let mut results = report::read(path)?;
+    if args.subject.is_some() {
+        results.settings.subject.clone_from(&args.subject);
+    }
+    if args.floors.is_some() {
+        results.settings.floors.clone_from(&args.floors);
+    }
     results.composite = composite::compute(&results.settings.servers, &results.summaries);
     // Files from before the bench kept per-round ratios get them here.
     records::add_round_ratios(&mut results.summaries, &results.runs, &results.settings.baseline);
@@ -342,6 +365,11 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     if !servers.iter().any(|s| s.name == args.baseline) {
         println!("note: baseline `{}` is not among the servers run, so no ratios", args.baseline);
     }
+    if let Some(subject) = &args.subject {
+        // Checked now rather than when the report is written, after the runs.
+        let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+        versus::Sides::split(&names, subject, args.floors.as_deref())?;
+    }
 
     // The Lua script ships beside the servers file: lab/wrk/pipeline.lua.
     let lab_dir = args.servers.parent().unwrap_or(Path::new("."));
@@ -443,6 +471,8 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         tfb_client: args.client,
         clock_ticks_per_second: procfs::clock_ticks_per_second().map_err(|e| e.to_string())?,
         started_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        subject: args.subject.clone(),
+        floors: args.floors.clone(),
     };
     Ok(Plan { servers, settings, pipeline_script, logs, postmaster })
 }
@@ -855,6 +885,8 @@ mod tests {
                 tfb_client: TfbClient::Wrk,
                 clock_ticks_per_second: 100,
                 started_unix_secs: 0,
+                subject: None,
+                floors: None,
             },
             pipeline_script: PathBuf::new(),
             logs: PathBuf::new(),

@@ -255,20 +255,33 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
 /// test and level; left empty without a round where both ran clean.
 pub fn add_round_ratios(summaries: &mut [Summary], runs: &[RunRecord], baseline: &str) {
     for summary in summaries.iter_mut() {
-        let mut per_sec = Vec::new();
-        let mut per_cpu = Vec::new();
-        let same_cell = |r: &&RunRecord| r.test == summary.test && r.level == summary.level;
-        for run in runs.iter().filter(same_cell).filter(|r| r.server == summary.server) {
-            let Some(mine) = run.clean_measurement() else { continue };
-            let base_run =
-                runs.iter().filter(same_cell).find(|r| r.server == baseline && r.round == run.round);
-            let Some(base) = base_run.and_then(RunRecord::clean_measurement) else { continue };
-            per_sec.extend(ratio(Some(mine.wrk.requests_per_sec), Some(base.wrk.requests_per_sec)));
-            per_cpu.extend(ratio(mine.requests_per_cpu_second, base.requests_per_cpu_second));
-        }
-        summary.round_ratio_requests_per_sec = median(&per_sec);
-        summary.round_ratio_requests_per_cpu_second = median(&per_cpu);
+        let (per_sec, per_cpu) = round_ratios(runs, &summary.test, summary.level, &summary.server, baseline);
+        summary.round_ratio_requests_per_sec = per_sec;
+        summary.round_ratio_requests_per_cpu_second = per_cpu;
     }
+}
+
+/// The median over rounds of `server`'s figures divided by `other`'s in
+/// the same round, on one test and level: requests/s, then requests per
+/// CPU-second. Only rounds where both ran clean count.
+pub fn round_ratios(
+    runs: &[RunRecord],
+    test: &str,
+    level: Level,
+    server: &str,
+    other: &str,
+) -> (Option<f64>, Option<f64>) {
+    let mut per_sec = Vec::new();
+    let mut per_cpu = Vec::new();
+    let same_cell = |r: &&RunRecord| r.test == test && r.level == level;
+    for run in runs.iter().filter(same_cell).filter(|r| r.server == server) {
+        let Some(mine) = run.clean_measurement() else { continue };
+        let other_run = runs.iter().filter(same_cell).find(|r| r.server == other && r.round == run.round);
+        let Some(theirs) = other_run.and_then(RunRecord::clean_measurement) else { continue };
+        per_sec.extend(ratio(Some(mine.wrk.requests_per_sec), Some(theirs.wrk.requests_per_sec)));
+        per_cpu.extend(ratio(mine.requests_per_cpu_second, theirs.requests_per_cpu_second));
+    }
+    (median(&per_sec), median(&per_cpu))
 }
 
 /// Fills in each summary's ratios against the baseline server's summary for

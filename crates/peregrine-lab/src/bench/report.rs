@@ -12,6 +12,7 @@ use super::composite::{self, Composite};
 use super::levels::TestLevels;
 use super::load::TfbClient;
 use super::records::{RunRecord, Summary};
+use super::versus::{self, Sides};
 use crate::rig::stats::{count, Spread};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -36,6 +37,13 @@ pub struct Settings {
     pub tfb_client: TfbClient,
     pub clock_ticks_per_second: u64,
     pub started_unix_secs: u64,
+    /// The server the report compares with the best of its peers
+    /// (`--subject`; see `versus`), if any.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// The floor responders named by `--floors`; `None` takes them by name.
+    #[serde(default)]
+    pub floors: Option<Vec<String>>,
 }
 
 /// Everything written to `--out`.
@@ -214,6 +222,14 @@ pub fn markdown(results: &Results) -> String {
          level. Runs with errors are left out of the medians and listed under each table.\n"
     );
     composite_section(&mut out, &results.composite);
+    if let Some(subject) = &s.subject {
+        match Sides::split(&s.servers, subject, s.floors.as_deref()) {
+            Ok(sides) => versus::section(&mut out, &sides, &s.tests, &results.summaries, &results.runs),
+            Err(why) => {
+                let _ = writeln!(out, "No comparison with the best peer: {why}.\n");
+            }
+        }
+    }
 
     for t in &s.tests {
         let test = &t.test;
