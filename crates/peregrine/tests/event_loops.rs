@@ -186,6 +186,52 @@ fn more_input_at_once_than_the_receive_buffers_hold_is_all_answered() {
     server.shutdown();
 }
 
+/// Many large uploads at once, each a stream of 16 KiB receives: their
+/// receives take every shared buffer while readers have input queued, so
+/// some end with `ENOBUFS`. Armed again at once, each such receive failed
+/// again in the same system call, and the ring's task, always finding a
+/// new completion, never let the readers run to give buffers back: the
+/// worker spun at 100% and answered nothing more, on any connection
+/// (HttpArena's upload profile at 32 connections). Every upload must be
+/// counted, and the server must still answer afterwards.
+#[test]
+fn uploads_that_take_every_receive_buffer_are_all_answered() {
+    let _serial = one_at_a_time();
+    for event_loop in [EventLoop::IoUring, EventLoop::Epoll] {
+        let server = start(event_loop);
+        let addr = server.local_addr();
+        const UPLOADS: usize = 48;
+        const LEN: usize = 6 * 1024 * 1024;
+        let body: std::sync::Arc<Vec<u8>> = std::sync::Arc::new((0..LEN).map(|i| (i % 241) as u8).collect());
+        let started = Instant::now();
+        let uploaders: Vec<_> = (0..UPLOADS)
+            .map(|_| {
+                let body = std::sync::Arc::clone(&body);
+                thread::spawn(move || {
+                    let mut c = Client::connect(addr);
+                    let mut answers = Vec::new();
+                    for _ in 0..2 {
+                        c.send(&post("/upload", &body));
+                        let r = c.response();
+                        answers.push((r.status, r.text().to_string()));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        for uploader in uploaders {
+            let answers = uploader.join().expect("an upload got no answer");
+            for (status, text) in answers {
+                assert_eq!((status, text.as_str()), (200, LEN.to_string().as_str()), "{event_loop:?}");
+            }
+        }
+        let mut c = Client::connect(addr);
+        assert_eq!(c.roundtrip(&get("/plaintext")).text(), "Hello, World!", "{event_loop:?}");
+        eprintln!("{event_loop:?}: {UPLOADS} x 2 uploads of {LEN} bytes in {:?}", started.elapsed());
+        server.shutdown();
+    }
+}
+
 /// A client that asks for large responses and never reads them stalls only
 /// itself: on each loop, others are served meanwhile, and what the server
 /// took for it stays bounded (its socket buffer plus one send).

@@ -73,8 +73,11 @@
 //!   of them, 16,384 WebSocket connections ran out of buffers all the time
 //!   and echoed 0.65x actix-ws's messages per CPU-second;
 //! - when every buffer is taken anyway, a receive ends with `ENOBUFS` and
-//!   is armed again at the end of the turn, once readers have returned
-//!   buffers;
+//!   is armed again at the end of the turn in which a reader returned a
+//!   buffer, not before: armed again while none was free, it ended with
+//!   `ENOBUFS` in the same entry, every entry found a completion, and the
+//!   ring's task entered again and again without letting the readers run
+//!   (32 uploads at once left the worker spinning and serving nothing);
 //! - a write waits while the connection's previous send is in flight and
 //!   takes at most [`MAX_SEND`] bytes.
 //!
@@ -399,6 +402,10 @@ impl Ring {
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
+                // Ends once an entry finds no completion. Nothing this loop
+                // submits by itself can keep that from happening: receives
+                // that ran out of buffers wait for a buffer to come back
+                // ([`Inner::rearm_starved`]).
                 if !completed && !signalled {
                     return Poll::Pending;
                 }
@@ -478,8 +485,9 @@ impl Ring {
         slot.dropped = true;
         slot.read_waker = None;
         slot.write_waker = None;
+        let mut returned = false;
         for segment in slot.received.drain(..) {
-            inner.buffers.release(segment.bid);
+            returned |= inner.buffers.release(segment.bid);
         }
         // `offset` counts into the first segment: none is left. A receive
         // still armed completes after this, and `unread` must read zero.
@@ -503,6 +511,9 @@ impl Ring {
         if poll_armed {
             let cancel = opcode::PollRemove::new(tag(POLL_OUT, key)).build().user_data(tag(CANCEL, key));
             inner.push(&cancel);
+        }
+        if returned {
+            inner.buffers_returned();
         }
         inner.free_if_done(key);
     }
@@ -670,7 +681,15 @@ impl Inner {
         self.push(&recv.user_data(tag(RECV, key)));
     }
 
+    /// Arms again the receives that ended for want of a buffer, once the
+    /// kernel has one to give: armed while it has none, each would end
+    /// with `ENOBUFS` again in the same system call, and the ring's task,
+    /// finding a completion after every entry, would enter again and again
+    /// (see [`Ring::run`]).
     fn rearm_starved(&mut self) {
+        if self.buffers.in_ring == 0 {
+            return;
+        }
         while let Some(key) = self.starved.pop() {
             if let Some(slot) = self.slots.get(key) {
                 if !slot.dropped && !slot.recv_armed && slot.recv_end.is_none() {
@@ -679,6 +698,14 @@ impl Inner {
                     self.queue_receive(key);
                 }
             }
+        }
+    }
+
+    /// Buffers went back to the kernel: the receives waiting for one are
+    /// armed at the next submission, which this asks for.
+    fn buffers_returned(&mut self) {
+        if !self.starved.is_empty() {
+            self.schedule_submit();
         }
     }
 
@@ -764,10 +791,11 @@ impl Inner {
         if res > 0 {
             slot.bulk = res >= MAX_RECV as i32;
         }
+        let mut returned = false;
         if let Some(bid) = cqueue::buffer_select(flags) {
             let segment = self.buffers.filled(bid, res.max(0) as u32, flags & CQE_F_BUF_MORE != 0);
             if slot.dropped || res <= 0 {
-                self.buffers.release(bid);
+                returned = self.buffers.release(bid);
             } else {
                 slot.received.push_back(segment);
             }
@@ -798,6 +826,9 @@ impl Inner {
             if let Some(waker) = slot.read_waker.take() {
                 self.wake.push(waker);
             }
+        }
+        if returned {
+            self.buffers_returned();
         }
         self.free_if_done(key);
     }
@@ -841,8 +872,12 @@ impl Inner {
                     *entry = NO_SLOT;
                 }
             }
+            let mut returned = false;
             for segment in slot.received {
-                self.buffers.release(segment.bid);
+                returned |= self.buffers.release(segment.bid);
+            }
+            if returned {
+                self.buffers_returned();
             }
             if self.is_fixed(key) {
                 // The table holds the socket open too. Entered in order, the
@@ -954,6 +989,7 @@ impl AsyncRead for UringStream {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
         };
         if !slot.received.is_empty() {
+            let mut returned = false;
             while buf.remaining() > 0 {
                 let Some(&segment) = slot.received.front() else { break };
                 let data = &inner.buffers.bytes(segment)[slot.offset..];
@@ -963,8 +999,11 @@ impl AsyncRead for UringStream {
                 if slot.offset == segment.len as usize {
                     slot.received.pop_front();
                     slot.offset = 0;
-                    inner.buffers.release(segment.bid);
+                    returned |= inner.buffers.release(segment.bid);
                 }
+            }
+            if returned {
+                inner.buffers_returned();
             }
             return Poll::Ready(Ok(()));
         }
@@ -1209,6 +1248,10 @@ struct ProvidedBuffers {
     /// The buffers, `BUFFER_LEN` bytes each, resident only once written.
     data: crate::sys::AnonymousMemory,
     tail: u16,
+    /// Buffers the kernel can still pick from: given to it and not yet
+    /// reported finished (a partly filled one counts). At 0 a receive can
+    /// only end with `ENOBUFS`.
+    in_ring: usize,
     /// Per buffer: where the kernel's next receive into it starts.
     filled_to: Vec<u32>,
     /// Per buffer: segments received into it and not yet released.
@@ -1224,6 +1267,7 @@ impl ProvidedBuffers {
             entries: crate::sys::AnonymousMemory::new(ring_bytes)?,
             data: crate::sys::AnonymousMemory::new(BUFFERS as usize * BUFFER_LEN)?,
             tail: 0,
+            in_ring: 0,
             filled_to: vec![0; BUFFERS as usize],
             in_use: vec![0; BUFFERS as usize],
             kernel_done: vec![false; BUFFERS as usize],
@@ -1256,6 +1300,9 @@ impl ProvidedBuffers {
         let len = len.min(BUFFER_LEN as u32 - start.min(BUFFER_LEN as u32));
         self.filled_to[b] = start + len;
         self.in_use[b] += 1;
+        if !more && !self.kernel_done[b] {
+            self.in_ring = self.in_ring.saturating_sub(1);
+        }
         self.kernel_done[b] = !more;
         Segment { bid: b as u16, start, len }
     }
@@ -1269,8 +1316,8 @@ impl ProvidedBuffers {
 
     /// A segment of buffer `bid` has been read (or dropped): the buffer
     /// goes back to the kernel once it holds no other and the kernel has
-    /// finished filling it.
-    fn release(&mut self, bid: u16) {
+    /// finished filling it. Returns whether it went back.
+    fn release(&mut self, bid: u16) -> bool {
         let b = usize::from(bid);
         self.in_use[b] = self.in_use[b].saturating_sub(1);
         if self.in_use[b] == 0 && self.kernel_done[b] {
@@ -1278,7 +1325,9 @@ impl ProvidedBuffers {
             self.kernel_done[b] = false;
             self.add(bid);
             self.publish();
+            return true;
         }
+        false
     }
 
     /// The ring's first entry, where the kernel reads them (and the tail).
@@ -1299,6 +1348,7 @@ impl ProvidedBuffers {
         entry.set_len(BUFFER_LEN as u32);
         entry.set_bid(bid);
         self.tail = self.tail.wrapping_add(1);
+        self.in_ring += 1;
     }
 
     fn publish(&self) {
