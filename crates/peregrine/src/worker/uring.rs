@@ -485,9 +485,8 @@ impl Ring {
         slot.dropped = true;
         slot.read_waker = None;
         slot.write_waker = None;
-        let mut returned = false;
         for segment in slot.received.drain(..) {
-            returned |= inner.buffers.release(segment.bid);
+            inner.buffers.release(segment.bid);
         }
         // `offset` counts into the first segment: none is left. A receive
         // still armed completes after this, and `unread` must read zero.
@@ -512,9 +511,7 @@ impl Ring {
             let cancel = opcode::PollRemove::new(tag(POLL_OUT, key)).build().user_data(tag(CANCEL, key));
             inner.push(&cancel);
         }
-        if returned {
-            inner.buffers_returned();
-        }
+        inner.rearm_starved_soon();
         inner.free_if_done(key);
     }
 }
@@ -701,10 +698,12 @@ impl Inner {
         }
     }
 
-    /// Buffers went back to the kernel: the receives waiting for one are
-    /// armed at the next submission, which this asks for.
-    fn buffers_returned(&mut self) {
-        if !self.starved.is_empty() {
+    /// Called after buffers may have gone back to the kernel: if receives
+    /// wait for one and the kernel has one again, asks for the submission
+    /// that arms them ([`Inner::rearm_starved`]). Without it, a worker whose
+    /// every connection waited for a buffer would never submit again.
+    fn rearm_starved_soon(&mut self) {
+        if !self.starved.is_empty() && self.buffers.in_ring > 0 {
             self.schedule_submit();
         }
     }
@@ -791,11 +790,10 @@ impl Inner {
         if res > 0 {
             slot.bulk = res >= MAX_RECV as i32;
         }
-        let mut returned = false;
         if let Some(bid) = cqueue::buffer_select(flags) {
             let segment = self.buffers.filled(bid, res.max(0) as u32, flags & CQE_F_BUF_MORE != 0);
             if slot.dropped || res <= 0 {
-                returned = self.buffers.release(bid);
+                self.buffers.release(bid);
             } else {
                 slot.received.push_back(segment);
             }
@@ -827,9 +825,8 @@ impl Inner {
                 self.wake.push(waker);
             }
         }
-        if returned {
-            self.buffers_returned();
-        }
+        // A receive starved for a buffer this gave back is armed by the
+        // submission `Ring::run` makes after every reaping.
         self.free_if_done(key);
     }
 
@@ -872,13 +869,10 @@ impl Inner {
                     *entry = NO_SLOT;
                 }
             }
-            let mut returned = false;
             for segment in slot.received {
-                returned |= self.buffers.release(segment.bid);
+                self.buffers.release(segment.bid);
             }
-            if returned {
-                self.buffers_returned();
-            }
+            self.rearm_starved_soon();
             if self.is_fixed(key) {
                 // The table holds the socket open too. Entered in order, the
                 // removal comes before any registration of a new connection
@@ -989,7 +983,6 @@ impl AsyncRead for UringStream {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
         };
         if !slot.received.is_empty() {
-            let mut returned = false;
             while buf.remaining() > 0 {
                 let Some(&segment) = slot.received.front() else { break };
                 let data = &inner.buffers.bytes(segment)[slot.offset..];
@@ -999,12 +992,10 @@ impl AsyncRead for UringStream {
                 if slot.offset == segment.len as usize {
                     slot.received.pop_front();
                     slot.offset = 0;
-                    returned |= inner.buffers.release(segment.bid);
+                    inner.buffers.release(segment.bid);
                 }
             }
-            if returned {
-                inner.buffers_returned();
-            }
+            inner.rearm_starved_soon();
             return Poll::Ready(Ok(()));
         }
         match slot.recv_end {
@@ -1316,8 +1307,8 @@ impl ProvidedBuffers {
 
     /// A segment of buffer `bid` has been read (or dropped): the buffer
     /// goes back to the kernel once it holds no other and the kernel has
-    /// finished filling it. Returns whether it went back.
-    fn release(&mut self, bid: u16) -> bool {
+    /// finished filling it.
+    fn release(&mut self, bid: u16) {
         let b = usize::from(bid);
         self.in_use[b] = self.in_use[b].saturating_sub(1);
         if self.in_use[b] == 0 && self.kernel_done[b] {
@@ -1325,9 +1316,7 @@ impl ProvidedBuffers {
             self.kernel_done[b] = false;
             self.add(bid);
             self.publish();
-            return true;
         }
-        false
     }
 
     /// The ring's first entry, where the kernel reads them (and the tail).
