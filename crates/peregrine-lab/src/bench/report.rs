@@ -13,7 +13,7 @@ use super::levels::TestLevels;
 use super::load::TfbClient;
 use super::records::{RunRecord, Summary};
 use super::versus::{self, Sides};
-use crate::rig::stats::{count, Spread};
+use crate::rig::stats::{count, times, Spread};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -67,10 +67,6 @@ fn ms(value: Option<f64>) -> String {
 
 fn mib(kib: Option<u64>) -> String {
     kib.map_or("—".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
-}
-
-fn ratio(value: Option<f64>) -> String {
-    value.map_or("—".into(), |r| format!("{r:.2}×"))
 }
 
 fn spread(value: Option<Spread>) -> String {
@@ -258,9 +254,9 @@ pub fn markdown(results: &Results) -> String {
                 t.value(&row.level),
                 row.server,
                 spread(row.requests_per_sec),
-                ratio(row.ratio_requests_per_sec),
+                times(row.ratio_requests_per_sec),
                 spread(row.requests_per_cpu_second),
-                ratio(row.ratio_requests_per_cpu_second),
+                times(row.ratio_requests_per_cpu_second),
                 ms(row.latency_p50_ms),
                 ms(row.latency_p99_ms),
                 mib(row.peak_rss_kib),
@@ -335,7 +331,7 @@ fn round_ratio_table(out: &mut String, t: &TestLevels, rows: &[&Summary], base: 
     }
     let first = format!("vs {base}, median of round ratios: req/s");
     side_table(out, t, rows, &[&first, "req/CPU-s"], |row| {
-        vec![ratio(row.round_ratio_requests_per_sec), ratio(row.round_ratio_requests_per_cpu_second)]
+        vec![times(row.round_ratio_requests_per_sec), times(row.round_ratio_requests_per_cpu_second)]
     });
 }
 

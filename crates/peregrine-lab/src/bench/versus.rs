@@ -24,7 +24,7 @@
 
 use super::levels::TestLevels;
 use super::records::{round_ratios, RunRecord, Summary};
-use crate::rig::stats::ratio;
+use crate::rig::stats::{count, ratio, times};
 use std::fmt::Write as _;
 
 /// Who the section compares: the subject, its peers and the floors, all
@@ -125,18 +125,14 @@ fn lead(sides: &Sides, rows: &[&Summary], runs: &[RunRecord], figure: Figure) ->
     Lead { best, of_medians, of_rounds }
 }
 
-fn times(value: Option<f64>) -> String {
-    value.map_or("—".into(), |r| format!("{r:.2}×"))
-}
-
 fn against(lead: &Lead) -> String {
     let Some((name, median)) = &lead.best else { return "no peer ran clean".into() };
     let rounds = match &lead.of_rounds {
-        Some((peer, r)) if peer != name => format!("{r:.2}× ({peer})"),
-        Some((_, r)) => format!("{r:.2}×"),
+        Some((peer, r)) if peer != name => format!("{} ({peer})", times(Some(*r))),
+        Some((_, r)) => times(Some(*r)),
         None => "—".into(),
     };
-    format!("{name} {}: {}; {rounds}", crate::rig::stats::count(*median), times(lead.of_medians))
+    format!("{name} {}: {}; {rounds}", count(*median), times(lead.of_medians))
 }
 
 /// Writes the section: a row per test and level that the subject ran.
@@ -173,8 +169,8 @@ pub fn section(
             let Some(subject) = rows.iter().find(|r| r.server == sides.subject) else { continue };
             let figures = format!(
                 "{}; {}",
-                subject.requests_per_sec.map_or("—".into(), |s| crate::rig::stats::count(s.median)),
-                subject.requests_per_cpu_second.map_or("—".into(), |s| crate::rig::stats::count(s.median))
+                subject.requests_per_sec.map_or("—".into(), |s| count(s.median)),
+                subject.requests_per_cpu_second.map_or("—".into(), |s| count(s.median))
             );
             let per_sec = lead(sides, &rows, runs, Figure::RequestsPerSec);
             let per_cpu = lead(sides, &rows, runs, Figure::RequestsPerCpuSecond);
@@ -188,11 +184,8 @@ pub fn section(
                         Figure::RequestsPerCpuSecond.median(floor),
                     );
                     let of_rounds = round_ratios(runs, &t.test, *level, &sides.subject, f).1;
-                    Some(format!(
-                        "{f}: {:.2}; {:.2}",
-                        of_medians.unwrap_or(f64::NAN),
-                        of_rounds.unwrap_or(f64::NAN)
-                    ))
+                    let fraction = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r:.2}"));
+                    Some(format!("{f}: {}; {}", fraction(of_medians), fraction(of_rounds)))
                 })
                 .collect();
             let _ = writeln!(

@@ -47,6 +47,11 @@ pub fn per_cpu_second(requests: u64, cpu_seconds: f64) -> Option<f64> {
     (cpu_seconds > 0.0).then(|| requests as f64 / cpu_seconds)
 }
 
+/// A ratio for people: `1.2345` -> `1.23×`; none -> `—`.
+pub fn times(ratio: Option<f64>) -> String {
+    ratio.map_or("—".into(), |r| format!("{r:.2}×"))
+}
+
 /// A figure for people: `1234567.8` -> `1,234,568`.
 pub fn count(value: f64) -> String {
     let digits = format!("{:.0}", value.max(0.0));
