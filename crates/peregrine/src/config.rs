@@ -96,7 +96,9 @@ pub struct Config {
     /// TLS reader that reads nothing is let queue 144 KiB instead of
     /// 2.7 MiB. Default: 128 KiB.
     pub tcp_notsent_lowat: Option<u32>,
-    /// Time in-flight requests get to finish after a shutdown signal.
+    /// Time in-flight requests get to finish after a shutdown signal. A
+    /// worker still busy 2 s after it (a handler blocking its thread) is
+    /// logged and left behind, so shutting down always ends.
     pub shutdown_timeout: Duration,
     /// Initial size of each connection's read buffer.
     pub read_buffer_bytes: usize,

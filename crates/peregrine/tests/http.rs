@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{config, fnv1a, get, post, start, Client, FNV_OFFSET};
-use peregrine::Config;
+use peregrine::{Config, Server};
 
 // ---------------------------------------------------------------------------
 // Pipelining and split input
@@ -778,4 +778,33 @@ fn in_flight_response_at_shutdown_says_connection_close() {
     assert_eq!(r.text(), "slept 400");
     stopper.join().unwrap();
     assert!(r.says_close(), "in-flight response during shutdown lacks Connection: close: {:?}", r.headers);
+}
+
+/// A handler that blocks its worker's thread keeps that worker from ever
+/// seeing the shutdown signal. Stopping must still end, a moment after the
+/// shutdown timeout, so a server process exits on SIGTERM and a test whose
+/// server hangs fails instead of hanging with it.
+#[test]
+fn shutdown_gives_up_on_a_worker_whose_thread_is_blocked() {
+    const BLOCKED_FOR: Duration = Duration::from_secs(30);
+    let config = Config { shutdown_timeout: Duration::from_millis(300), ..config() };
+    let server = Server::with_config(config)
+        .spawn("127.0.0.1:0", |_| async {
+            common::test_router().get("/block", || {
+                thread::sleep(BLOCKED_FOR);
+                "unblocked"
+            })
+        })
+        .expect("test server starts");
+    let mut blocked = Client::connect(server.local_addr());
+    blocked.send(&get("/block"));
+    // Let the worker enter the handler.
+    thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    server.shutdown();
+    let took = started.elapsed();
+    // 300 ms of shutdown timeout and the 2 s margin, with room for a slow
+    // machine, and far below the 30 s the thread stays blocked.
+    assert!(took >= Duration::from_secs(2), "shutdown returned after {took:?}, before its margin");
+    assert!(took < Duration::from_secs(10), "shutdown took {took:?} with a blocked worker");
 }

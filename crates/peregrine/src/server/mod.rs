@@ -18,6 +18,7 @@ use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
@@ -336,6 +337,7 @@ impl Server {
             local_addrs,
             shutdown: shutdown_tx,
             threads,
+            stop_within: config.shutdown_timeout + WORKER_EXIT_MARGIN,
             #[cfg(feature = "tls")]
             _reloader: reloader,
         };
@@ -437,6 +439,9 @@ pub struct ServerHandle {
     local_addrs: Vec<SocketAddr>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
+    /// How long [`ServerHandle::stop`] waits for the workers: the
+    /// shutdown timeout plus [`WORKER_EXIT_MARGIN`].
+    stop_within: Duration,
     /// Reloads the TLS listeners' certificates; stops with the handle.
     #[cfg(feature = "tls")]
     _reloader: Option<crate::tls::reload::Reloader>,
@@ -460,17 +465,43 @@ impl ServerHandle {
     /// configured shutdown timeout) and waits for the workers to exit.
     /// Dropping the handle does the same, so a test's server stops even
     /// when the test fails half-way.
+    ///
+    /// The wait is bounded: a worker whose thread is still busy a moment
+    /// after the shutdown timeout (a handler that blocks its thread, or a
+    /// worker stuck in a loop) is logged as an error and left behind, so
+    /// that [`Server::serve`] still returns and the process exits, and a
+    /// test whose server hangs fails instead of hanging too.
     pub fn shutdown(mut self) {
         self.stop();
     }
 
     fn stop(&mut self) {
         let _ = self.shutdown.send(true);
+        let deadline = Instant::now() + self.stop_within;
         for thread in std::mem::take(&mut self.threads) {
-            let _ = thread.join();
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(EXIT_POLL);
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            } else {
+                tracing::error!(
+                    worker = thread.thread().name().unwrap_or("unnamed"),
+                    waited = ?self.stop_within,
+                    "worker did not stop in time (is a handler blocking its thread?); leaving it behind"
+                );
+            }
         }
     }
 }
+
+/// How long after the shutdown timeout a worker gets to close what is
+/// left and exit before [`ServerHandle::stop`] gives up on it. Closing
+/// 16,384 connections takes a worker about 200 ms.
+const WORKER_EXIT_MARGIN: Duration = Duration::from_secs(2);
+
+/// How often [`ServerHandle::stop`] looks whether a worker has exited.
+const EXIT_POLL: Duration = Duration::from_millis(2);
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
