@@ -1,6 +1,7 @@
 //! The real `peregrine-tfb` process shuts down gracefully on SIGTERM: a
 //! request in flight when the signal arrives still gets its complete
-//! response, and the process exits with status 0 within 5 s.
+//! response, and the process exits with status 0 within 5 s. A second
+//! signal ends it at once.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,20 +19,38 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Collects the child's stderr on a thread (so its pipe never fills), for
-/// failure messages.
+/// Collects the child's output, stdout (where its log goes) and stderr, on
+/// threads (so the pipes never fill), for failure messages and log checks.
 fn capture(child: &mut Child) -> Arc<Mutex<String>> {
     let log = Arc::new(Mutex::new(String::new()));
-    let stderr = child.stderr.take().unwrap();
-    let sink = Arc::clone(&log);
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let mut log = sink.lock().unwrap();
-            log.push_str(&line);
-            log.push('\n');
-        }
-    });
+    let stdout: Box<dyn Read + Send> = Box::new(child.stdout.take().unwrap());
+    let stderr: Box<dyn Read + Send> = Box::new(child.stderr.take().unwrap());
+    for stream in [stdout, stderr] {
+        let sink = Arc::clone(&log);
+        thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+    }
     log
+}
+
+/// Whether the log has a line containing `text`, waiting up to a second
+/// for the reader threads to catch up with a process that has exited.
+fn logged(log: &Mutex<String>, text: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        if log.lock().unwrap().contains(text) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn connect_when_up(child: &mut Child, addr: &str, log: &Mutex<String>) -> TcpStream {
@@ -78,8 +97,9 @@ fn read_response(stream: &mut TcpStream) -> (String, Vec<u8>) {
     (head, body)
 }
 
-#[test]
-fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
+/// Starts `peregrine-tfb` on a free port with the embedded database (kept
+/// out of the source tree, in `data`); returns it, its log and address.
+fn spawn_server(data: &str) -> (Child, Arc<Mutex<String>>, String) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let mut cmd = Command::new(BIN);
@@ -87,16 +107,27 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         .env_remove("DATABASE_URL")
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Keep the embedded database out of the source tree.
     let help = Command::new(BIN).arg("--help").output().expect("run peregrine-tfb --help");
     if String::from_utf8_lossy(&help.stdout).contains("--data-dir") {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tfb-shutdown-data");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(data);
         cmd.arg("--data-dir").arg(dir);
     }
     let mut child = cmd.spawn().expect("start peregrine-tfb");
     let log = capture(&mut child);
+    (child, log, addr)
+}
+
+fn signal(child: &Child, signo: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: plain kill(2) on our own child, which has not been reaped.
+    assert_eq!(unsafe { libc::kill(pid, signo) }, 0, "kill failed");
+}
+
+#[test]
+fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
+    let (mut child, log, addr) = spawn_server("tfb-shutdown-data");
 
     let mut stream = connect_when_up(&mut child, &addr, &log);
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -116,9 +147,7 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         .unwrap();
     stream.write_all(&[b'a'; LEN / 2]).unwrap();
     thread::sleep(Duration::from_millis(200));
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    // SAFETY: plain kill(2) on our own child, which has not been reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill failed");
+    signal(&child, libc::SIGTERM);
     let signalled = Instant::now();
     thread::sleep(Duration::from_millis(200));
     assert!(
@@ -147,4 +176,46 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     assert_eq!(status.code(), Some(0));
     // And it no longer listens.
     assert!(TcpStream::connect(&addr).is_err(), "still accepting after exit");
+}
+
+/// A second signal does not wait for the request in flight (an upload
+/// half sent, which would hold a graceful shutdown for its whole timeout):
+/// the process ends at once with the shell's status for SIGINT.
+#[test]
+fn a_second_signal_exits_at_once() {
+    let (mut child, log, addr) = spawn_server("tfb-shutdown-twice-data");
+    let mut stream = connect_when_up(&mut child, &addr, &log);
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let (head, _) = read_response(&mut stream);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+
+    const LEN: usize = 200_000;
+    stream
+        .write_all(format!("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {LEN}\r\n\r\n").as_bytes())
+        .unwrap();
+    stream.write_all(&[b'a'; LEN / 2]).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    signal(&child, libc::SIGINT);
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first signal ended the process with a request in flight:\n{}",
+        log.lock().unwrap()
+    );
+    signal(&child, libc::SIGINT);
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(2) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("peregrine-tfb still running 2 s after a second signal:\n{}", log.lock().unwrap());
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "exit status after a second SIGINT:\n{}", log.lock().unwrap());
+    assert!(logged(&log, "second signal"), "no log line for it:\n{}", log.lock().unwrap());
 }

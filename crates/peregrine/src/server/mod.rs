@@ -94,7 +94,8 @@ impl Server {
 
     /// Binds `addr` (cleartext HTTP/1.1) and the listeners added with
     /// [`Server::listen`], starts the workers and serves until SIGINT or
-    /// SIGTERM, then shuts down gracefully. `app` runs once on each worker
+    /// SIGTERM, then shuts down gracefully (a second signal ends the
+    /// process at once, with status 130 or 143). `app` runs once on each worker
     /// thread to build that worker's router (and whatever state it owns,
     /// such as database connections).
     pub fn serve<F, Fut, S>(self, addr: impl ToSocketAddrs, app: F) -> io::Result<()>
@@ -129,9 +130,12 @@ impl Server {
         Fut::Output: IntoApp<S>,
         S: 'static,
     {
+        let signals = watch_signals()?;
         let handle = self.start(app)?;
-        wait_for_signal()?;
-        tracing::info!("shutting down");
+        // The watcher outlives the process's useful life; it never hangs
+        // up first.
+        let _ = signals.recv();
+        tracing::info!("shutting down (a second SIGINT or SIGTERM stops at once)");
         handle.shutdown();
         Ok(())
     }
@@ -562,18 +566,57 @@ fn connection_limit(configured: usize, workers: usize, fd_limit: Option<u64>) ->
 }
 
 /// Blocks until SIGINT or SIGTERM.
-fn wait_for_signal() -> io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        Ok(())
-    })
+/// Watches for SIGINT and SIGTERM on a thread of its own, from before the
+/// workers start, so that no signal falls between two listeners. The first
+/// is sent on the returned channel, to begin the graceful shutdown. A second
+/// one ends the process at once, with the shell's status for death by that
+/// signal (130 for SIGINT, 143 for SIGTERM): an operator who presses Ctrl-C
+/// twice does not want to wait for slow requests to drain.
+fn watch_signals() -> io::Result<mpsc::Receiver<i32>> {
+    let (first_tx, first_rx) = mpsc::channel();
+    let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+    std::thread::Builder::new().name("peregrine-signals".into()).spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            {
+                (Ok(term), Ok(int)) => (term, int),
+                (Err(e), _) | (_, Err(e)) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            let mut first = Some(first_tx);
+            loop {
+                let (signo, name) = tokio::select! {
+                    _ = term.recv() => (libc::SIGTERM, "SIGTERM"),
+                    _ = int.recv() => (libc::SIGINT, "SIGINT"),
+                };
+                match first.take() {
+                    Some(first) => {
+                        let _ = first.send(signo);
+                    }
+                    None => {
+                        tracing::warn!(
+                            signal = name,
+                            "second signal: exiting without waiting for requests in flight"
+                        );
+                        std::process::exit(128 + signo);
+                    }
+                }
+            }
+        });
+    })?;
+    ready_rx.recv().map_err(|_| io::Error::other("the signal-watching thread exited during start-up"))??;
+    Ok(first_rx)
 }
 
 /// The CPUs this process may run on, in order.
