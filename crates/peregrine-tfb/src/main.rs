@@ -216,7 +216,11 @@ certificate, HttpArena's layout: TLS HTTP/1.1 on --tls-port (8081), h2c
 on --h2c-port (8082), TLS h2 + HTTP/1.1 on --tls-h2-port (8443) and
 HTTP/3 on UDP --tls-h2-port (8443; off with --no-http3). gRPC
 (benchmark.BenchmarkService, proto/benchmark.proto) answers over HTTP/2 on
-every port that speaks it.";
+every port that speaks it.
+
+Stopping: SIGTERM or SIGINT stops accepting and lets requests in flight
+finish (up to 4.5 s), then exits 0; a second signal exits at once (status
+130 for SIGINT, 143 for SIGTERM).";
 
 #[derive(Serialize)]
 struct Message {
