@@ -1,10 +1,12 @@
 //! Database-side checks, run only with `--database-url`.
 //!
-//! Owns what can only be seen from inside PostgreSQL: that `/updates`
-//! really persists what it answers (table read before and after), and the
-//! statement counts in `pg_stat_statements` that prove `/queries` issues one
-//! single-row statement per row and `/fortunes` reads the table on every
-//! request. HTTP traffic goes through the same blocking client as every
+//! Owns what can only be seen from inside the database: that `/updates`
+//! really persists what it answers (table read before and after), on
+//! PostgreSQL or on a SQLite file (`sqlite://PATH`, the embedded default);
+//! and, on PostgreSQL, the statement counts in `pg_stat_statements` that
+//! prove `/queries` issues one single-row statement per row and
+//! `/fortunes` reads the table on every request (SQLite keeps no such
+//! counts). HTTP traffic goes through the same blocking client as every
 //! other check; only the database side uses tokio-postgres, on a
 //! current-thread runtime driven just while a query runs.
 
@@ -132,20 +134,70 @@ fn int(row: &Row, idx: usize) -> Result<i64, String> {
         .map_err(|e| format!("column {idx} is not an integer: {e}"))
 }
 
-pub fn run(ctx: &Ctx, rep: &mut Reporter, dsn: &str) {
-    let db = match Db::connect(dsn) {
+/// The SQLite file a `sqlite://PATH` URL names, or `None` for any other
+/// URL (PostgreSQL).
+pub fn sqlite_path(url: &str) -> Option<&str> {
+    url.strip_prefix("sqlite://")
+}
+
+/// A SQLite database file, opened read-only beside the server that writes
+/// it (the embedded default keeps it in write-ahead-log mode, so reading
+/// does not block the server).
+struct SqliteDb {
+    conn: rusqlite::Connection,
+}
+
+impl SqliteDb {
+    fn open(path: &str) -> Result<SqliteDb, String> {
+        let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| format!("cannot open the SQLite database {path}: {e}"))?;
+        Ok(SqliteDb { conn })
+    }
+}
+
+/// Where `updates_persist` reads the World table from.
+trait WorldTable {
+    /// Every World row as id -> randomNumber.
+    fn world(&self) -> Result<HashMap<i64, i64>, String>;
+}
+
+impl WorldTable for Db {
+    fn world(&self) -> Result<HashMap<i64, i64>, String> {
+        Db::world(self)
+    }
+}
+
+impl WorldTable for SqliteDb {
+    fn world(&self) -> Result<HashMap<i64, i64>, String> {
+        let read = || -> rusqlite::Result<HashMap<i64, i64>> {
+            let mut statement = self.conn.prepare("SELECT id, randomnumber FROM world")?;
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect()
+        };
+        let rows = read().map_err(|e| format!("SELECT id, randomnumber FROM world: {e}"))?;
+        if rows.is_empty() {
+            return Err("the World table is empty".into());
+        }
+        Ok(rows)
+    }
+}
+
+pub fn run(ctx: &Ctx, rep: &mut Reporter, url: &str) {
+    if let Some(path) = sqlite_path(url) {
+        match SqliteDb::open(path) {
+            Ok(db) => updates_persist_checks(ctx, rep, &db),
+            Err(e) => rep.fail("database connection", &e),
+        }
+        return;
+    }
+    let db = match Db::connect(url) {
         Ok(db) => db,
         Err(e) => {
             rep.fail("database connection", &e);
             return;
         }
     };
-    if let Some(path) = rep.route("updates persist", &ctx.routes.updates) {
-        for n in [20, 500] {
-            let uri = format!("{path}?{}={n}", ctx.routes.updates_param);
-            rep.record(&format!("GET {uri} persists what it answers"), updates_persist(ctx, &db, &uri, n));
-        }
-    }
+    updates_persist_checks(ctx, rep, &db);
     if let Some(path) = rep.route("queries statement count", &ctx.routes.queries) {
         let uri = format!("{path}?{}={QUERIES_PER_REQUEST}", ctx.routes.queries_param);
         let clients = ctx.concurrency;
@@ -158,7 +210,16 @@ pub fn run(ctx: &Ctx, rep: &mut Reporter, dsn: &str) {
     }
 }
 
-fn updates_persist(ctx: &Ctx, db: &Db, uri: &str, n: usize) -> Check {
+fn updates_persist_checks(ctx: &Ctx, rep: &mut Reporter, db: &dyn WorldTable) {
+    if let Some(path) = rep.route("updates persist", &ctx.routes.updates) {
+        for n in [20, 500] {
+            let uri = format!("{path}?{}={n}", ctx.routes.updates_param);
+            rep.record(&format!("GET {uri} persists what it answers"), updates_persist(ctx, db, &uri, n));
+        }
+    }
+}
+
+fn updates_persist(ctx: &Ctx, db: &dyn WorldTable, uri: &str, n: usize) -> Check {
     let before = db.world()?;
     let resp = ctx.target.get(uri)?;
     checks::check_updates(&resp, n)?;

@@ -29,7 +29,7 @@ pub const PARAM_CASES: [(Option<&str>, usize); 9] = [
     (Some("99999999999999999999"), 500),
 ];
 
-pub fn run(ctx: &Ctx, rep: &mut Reporter, load_without_db: bool) {
+pub fn run(ctx: &Ctx, rep: &mut Reporter, concurrent_load: bool) {
     let r = &ctx.routes;
     single(ctx, rep, "plaintext", &r.plaintext, &checks::check_plaintext);
     single(ctx, rep, "json", &r.json, &checks::check_json);
@@ -41,8 +41,8 @@ pub fn run(ctx: &Ctx, rep: &mut Reporter, load_without_db: bool) {
     keep_alive(ctx, rep);
     connection_close(ctx, rep);
     http10(ctx, rep);
-    // With a database the same load runs inside the statement-count check.
-    if load_without_db {
+    // With PostgreSQL the same load runs inside the statement-count check.
+    if concurrent_load {
         if let Some(path) = rep.route("concurrent queries", &r.queries) {
             let q = format!("{path}?{}=20", r.queries_param);
             let name = format!("{} concurrent GET {q}", ctx.concurrency);
