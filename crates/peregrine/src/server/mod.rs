@@ -132,9 +132,15 @@ impl Server {
     {
         let signals = watch_signals()?;
         let handle = self.start(app)?;
-        // The watcher outlives the process's useful life; it never hangs
-        // up first.
-        let _ = signals.recv();
+        if signals.recv().is_err() {
+            // Unreachable in practice (tokio's signal driver lives as long
+            // as the watcher's runtime); a server nothing can stop
+            // gracefully any more should end and let its supervisor
+            // restart it.
+            tracing::error!("stopped watching for SIGINT and SIGTERM; shutting down");
+            handle.shutdown();
+            return Err(io::Error::other("stopped watching for SIGINT and SIGTERM"));
+        }
         tracing::info!("shutting down (a second SIGINT or SIGTERM stops at once)");
         handle.shutdown();
         Ok(())
@@ -565,7 +571,6 @@ fn connection_limit(configured: usize, workers: usize, fd_limit: Option<u64>) ->
     configured.min(usize::try_from(budget).unwrap_or(usize::MAX)).max(1)
 }
 
-/// Blocks until SIGINT or SIGTERM.
 /// Watches for SIGINT and SIGTERM on a thread of its own, from before the
 /// workers start, so that no signal falls between two listeners. The first
 /// is sent on the returned channel, to begin the graceful shutdown. A second
@@ -597,8 +602,10 @@ fn watch_signals() -> io::Result<mpsc::Receiver<i32>> {
             let mut first = Some(first_tx);
             loop {
                 let (signo, name) = tokio::select! {
-                    _ = term.recv() => (libc::SIGTERM, "SIGTERM"),
-                    _ = int.recv() => (libc::SIGINT, "SIGINT"),
+                    Some(()) = term.recv() => (libc::SIGTERM, "SIGTERM"),
+                    Some(()) = int.recv() => (libc::SIGINT, "SIGINT"),
+                    // The signal driver is gone: nothing more can arrive.
+                    else => return,
                 };
                 match first.take() {
                     Some(first) => {
