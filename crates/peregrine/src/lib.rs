@@ -50,6 +50,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod background;
 pub mod body;
 pub mod cache;
 pub mod config;

@@ -578,51 +578,33 @@ fn connection_limit(configured: usize, workers: usize, fd_limit: Option<u64>) ->
 /// signal (130 for SIGINT, 143 for SIGTERM): an operator who presses Ctrl-C
 /// twice does not want to wait for slow requests to drain.
 fn watch_signals() -> io::Result<mpsc::Receiver<i32>> {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
     let (first_tx, first_rx) = mpsc::channel();
-    let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
-    std::thread::Builder::new().name("peregrine-signals".into()).spawn(move || {
-        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(runtime) => runtime,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e));
-                return;
-            }
-        };
-        runtime.block_on(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-            {
-                (Ok(term), Ok(int)) => (term, int),
-                (Err(e), _) | (_, Err(e)) => {
-                    let _ = ready_tx.send(Err(e));
-                    return;
-                }
+    let setup = || Ok((signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?));
+    let watch = |(mut term, mut int): (Signal, Signal)| async move {
+        let mut first = Some(first_tx);
+        loop {
+            let (signo, name) = tokio::select! {
+                Some(()) = term.recv() => (libc::SIGTERM, "SIGTERM"),
+                Some(()) = int.recv() => (libc::SIGINT, "SIGINT"),
+                // The signal driver is gone: nothing more can arrive.
+                else => return,
             };
-            let _ = ready_tx.send(Ok(()));
-            let mut first = Some(first_tx);
-            loop {
-                let (signo, name) = tokio::select! {
-                    Some(()) = term.recv() => (libc::SIGTERM, "SIGTERM"),
-                    Some(()) = int.recv() => (libc::SIGINT, "SIGINT"),
-                    // The signal driver is gone: nothing more can arrive.
-                    else => return,
-                };
-                match first.take() {
-                    Some(first) => {
-                        let _ = first.send(signo);
-                    }
-                    None => {
-                        tracing::warn!(
-                            signal = name,
-                            "second signal: exiting without waiting for requests in flight"
-                        );
-                        std::process::exit(128 + signo);
-                    }
+            match first.take() {
+                Some(first) => {
+                    let _ = first.send(signo);
+                }
+                None => {
+                    tracing::warn!(
+                        signal = name,
+                        "second signal: exiting without waiting for requests in flight"
+                    );
+                    std::process::exit(128 + signo);
                 }
             }
-        });
-    })?;
-    ready_rx.recv().map_err(|_| io::Error::other("the signal-watching thread exited during start-up"))??;
+        }
+    };
+    crate::background::spawn("peregrine-signals", setup, watch)?;
     Ok(first_rx)
 }
 

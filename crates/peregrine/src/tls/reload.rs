@@ -11,6 +11,7 @@ use std::io;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use super::certs::Reloaded;
@@ -29,45 +30,24 @@ impl Reloader {
     /// signal sent after the server started can no longer end the process.
     pub(crate) fn start(stores: Vec<Tls>) -> io::Result<Reloader> {
         let (stop, mut stopped) = watch::channel(false);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
-        let thread = std::thread::Builder::new().name("peregrine-tls-reload".into()).spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                use tokio::signal::unix::{signal, SignalKind};
-                let mut hangup = match signal(SignalKind::hangup()) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
+        let setup = || signal(SignalKind::hangup());
+        let watch = |mut hangup: Signal| async move {
+            let poll = stores.iter().filter_map(|tls| tls.inner.poll_interval).min();
+            let mut ticks = tokio::time::interval(poll.unwrap_or(Duration::from_secs(3600)));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped.changed() => return,
+                    Some(()) = hangup.recv() => {
+                        tracing::info!("SIGHUP: reloading TLS certificates");
+                        reload_all(&stores, true);
                     }
-                };
-                let _ = ready_tx.send(Ok(()));
-                let poll = stores.iter().filter_map(|tls| tls.inner.poll_interval).min();
-                let mut ticks = tokio::time::interval(poll.unwrap_or(Duration::from_secs(3600)));
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tokio::select! {
-                        _ = stopped.changed() => return,
-                        _ = hangup.recv() => {
-                            tracing::info!("SIGHUP: reloading TLS certificates");
-                            reload_all(&stores, true);
-                        }
-                        _ = ticks.tick(), if poll.is_some() => reload_all(&stores, false),
-                    }
+                    _ = ticks.tick(), if poll.is_some() => reload_all(&stores, false),
                 }
-            });
-        })?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Reloader { stop, thread: Some(thread) }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(io::Error::other("the TLS reloader thread exited during start-up")),
-        }
+            }
+        };
+        let thread = crate::background::spawn("peregrine-tls-reload", setup, watch)?;
+        Ok(Reloader { stop, thread: Some(thread) })
     }
 
     /// Stops the thread and waits for it.
