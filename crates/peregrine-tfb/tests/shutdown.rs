@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -125,6 +125,41 @@ fn signal(child: &Child, signo: libc::c_int) {
     assert_eq!(unsafe { libc::kill(pid, signo) }, 0, "kill failed");
 }
 
+/// Bytes of the upload the tests leave half sent when the signal comes.
+const UPLOAD_LEN: usize = 200_000;
+
+/// Sends the head of a `POST /upload` and the first half of its body.
+fn send_half_an_upload(stream: &mut TcpStream) {
+    stream
+        .write_all(
+            format!("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {UPLOAD_LEN}\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+    stream.write_all(&[b'a'; UPLOAD_LEN / 2]).unwrap();
+}
+
+/// Waits up to `within` after `signalled` for the process to exit; kills
+/// it and fails, saying `after`, if it does not.
+fn exit_status(
+    child: &mut Child,
+    signalled: Instant,
+    within: Duration,
+    after: &str,
+    log: &Mutex<String>,
+) -> ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if signalled.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("peregrine-tfb still running {within:?} after {after}:\n{}", log.lock().unwrap());
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     let (mut child, log, addr) = spawn_server("tfb-shutdown-data");
@@ -141,11 +176,7 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
 
     // An upload is in flight (half its body sent) when SIGTERM arrives;
     // the rest follows after the signal.
-    const LEN: usize = 200_000;
-    stream
-        .write_all(format!("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {LEN}\r\n\r\n").as_bytes())
-        .unwrap();
-    stream.write_all(&[b'a'; LEN / 2]).unwrap();
+    send_half_an_upload(&mut stream);
     thread::sleep(Duration::from_millis(200));
     signal(&child, libc::SIGTERM);
     let signalled = Instant::now();
@@ -155,23 +186,13 @@ fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         "the process exited with a request in flight:\n{}",
         log.lock().unwrap()
     );
-    stream.write_all(&[b'b'; LEN - LEN / 2]).unwrap();
+    stream.write_all(&[b'b'; UPLOAD_LEN - UPLOAD_LEN / 2]).unwrap();
 
     let (head, body) = read_response(&mut stream);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
-    assert_eq!(body, LEN.to_string().as_bytes(), "upload counted exactly");
+    assert_eq!(body, UPLOAD_LEN.to_string().as_bytes(), "upload counted exactly");
 
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if signalled.elapsed() > Duration::from_secs(5) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("peregrine-tfb still running 5 s after SIGTERM:\n{}", log.lock().unwrap());
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut child, signalled, Duration::from_secs(5), "SIGTERM", &log);
     assert!(status.success(), "exit status {status} after SIGTERM:\n{}", log.lock().unwrap());
     assert_eq!(status.code(), Some(0));
     // And it no longer listens.
@@ -190,11 +211,7 @@ fn a_second_signal_exits_at_once() {
     let (head, _) = read_response(&mut stream);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
 
-    const LEN: usize = 200_000;
-    stream
-        .write_all(format!("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {LEN}\r\n\r\n").as_bytes())
-        .unwrap();
-    stream.write_all(&[b'a'; LEN / 2]).unwrap();
+    send_half_an_upload(&mut stream);
     thread::sleep(Duration::from_millis(200));
     signal(&child, libc::SIGINT);
     thread::sleep(Duration::from_millis(300));
@@ -205,17 +222,7 @@ fn a_second_signal_exits_at_once() {
     );
     signal(&child, libc::SIGINT);
     let signalled = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if signalled.elapsed() > Duration::from_secs(2) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("peregrine-tfb still running 2 s after a second signal:\n{}", log.lock().unwrap());
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut child, signalled, Duration::from_secs(2), "a second signal", &log);
     assert_eq!(status.code(), Some(130), "exit status after a second SIGINT:\n{}", log.lock().unwrap());
     assert!(logged(&log, "second signal"), "no log line for it:\n{}", log.lock().unwrap());
 }
