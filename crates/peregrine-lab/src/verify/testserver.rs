@@ -5,6 +5,7 @@
 //! deliberate bug so tests can assert the verifier notices it. It exists
 //! only under `cfg(test)` and shares nothing with the real server.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -44,9 +45,9 @@ pub fn spawn(faults: Faults) -> SocketAddr {
     spawn_with(faults, None)
 }
 
-/// Starts the server; with a pool, `/db`, `/queries`, `/updates` and
-/// `/fortunes` use PostgreSQL the way the spec requires.
-pub fn spawn_with(faults: Faults, db: Option<Arc<DbPool>>) -> SocketAddr {
+/// Starts the server; with a database, `/db`, `/queries`, `/updates` and
+/// `/fortunes` read and write it the way the spec requires.
+pub fn spawn_with(faults: Faults, db: Option<Arc<dyn WorldDb>>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind test server");
     let addr = listener.local_addr().expect("local addr");
     thread::spawn(move || {
@@ -58,8 +59,21 @@ pub fn spawn_with(faults: Faults, db: Option<Arc<DbPool>>) -> SocketAddr {
     addr
 }
 
-/// A few database connections shared by all connection threads; each
-/// request locks one for its whole duration.
+/// The database behind the reference server's database routes:
+/// PostgreSQL ([`DbPool`]) or a SQLite file ([`SqliteWorld`]), so that
+/// `verify --database-url` is tested against both kinds of URL.
+pub trait WorldDb: Send + Sync {
+    /// Every Fortune row as (id, message).
+    fn fortunes(&self) -> Result<Vec<(i32, String)>, String>;
+    /// (id, randomNumber) of each id, in order: one single-row statement
+    /// each, or one `WHERE id = ANY($1)` statement when `batch`.
+    fn worlds(&self, ids: &[i32], batch: bool) -> Result<Vec<(i32, i32)>, String>;
+    /// Stores each id's new randomNumber.
+    fn write(&self, fresh: &HashMap<i32, i32>) -> Result<(), String>;
+}
+
+/// A few PostgreSQL connections shared by all connection threads; each
+/// call locks one for its whole duration.
 pub struct DbPool {
     conns: Vec<Mutex<PgConn>>,
     next: AtomicUsize,
@@ -91,10 +105,109 @@ impl DbPool {
         Ok(Arc::new(DbPool { conns, next: AtomicUsize::new(0) }))
     }
 
-    fn with<T>(&self, work: impl FnOnce(&PgConn) -> T) -> T {
+    /// Runs `work` on the next connection, on its runtime.
+    fn with<T>(
+        &self,
+        work: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, String> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
         let conn = self.conns[i].lock().unwrap_or_else(|p| p.into_inner());
-        work(&conn)
+        conn.rt.block_on(work(&conn.client)).map_err(|e| e.to_string())
+    }
+}
+
+impl WorldDb for DbPool {
+    fn fortunes(&self) -> Result<Vec<(i32, String)>, String> {
+        self.with(async |c| {
+            let rows = c.query("SELECT id, message FROM fortune", &[]).await?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+
+    fn worlds(&self, ids: &[i32], batch: bool) -> Result<Vec<(i32, i32)>, String> {
+        self.with(async |c| {
+            if batch {
+                let found = c.query("SELECT id, randomnumber FROM world WHERE id = ANY($1)", &[&ids]).await?;
+                let map: HashMap<i32, i32> = found.iter().map(|r| (r.get(0), r.get(1))).collect();
+                return Ok(ids.iter().map(|id| (*id, map.get(id).copied().unwrap_or(0))).collect());
+            }
+            let stmt = c.prepare("SELECT id, randomnumber FROM world WHERE id = $1").await?;
+            let mut rows = Vec::with_capacity(ids.len());
+            for id in ids {
+                let r = c.query_one(&stmt, &[id]).await?;
+                rows.push((r.get(0), r.get(1)));
+            }
+            Ok(rows)
+        })
+    }
+
+    fn write(&self, fresh: &HashMap<i32, i32>) -> Result<(), String> {
+        self.with(async |c| {
+            for (id, v) in fresh {
+                c.execute("UPDATE world SET randomnumber = $2 WHERE id = $1", &[id, v]).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A SQLite file with TFB's World and Fortune tables, as the embedded
+/// default keeps them (only `verify`'s `/updates` check reads it).
+pub struct SqliteWorld {
+    conn: Mutex<rusqlite::Connection>,
+}
+
+impl SqliteWorld {
+    /// Creates `path` with `rows` World rows (Fortune left empty), in
+    /// write-ahead-log mode as the embedded default runs it.
+    pub fn create(path: &std::path::Path, rows: i32) -> rusqlite::Result<Arc<SqliteWorld>> {
+        let conn = rusqlite::Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.execute_batch(
+            "CREATE TABLE world (id INTEGER PRIMARY KEY, randomnumber INTEGER NOT NULL);
+             CREATE TABLE fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL);",
+        )?;
+        {
+            let mut insert = conn.prepare("INSERT INTO world (id, randomnumber) VALUES (?1, ?2)")?;
+            for id in 1..=rows {
+                insert.execute([id, (id * 7919) % 10_000 + 1])?;
+            }
+        }
+        Ok(Arc::new(SqliteWorld { conn: Mutex::new(conn) }))
+    }
+
+    fn with<T>(&self, work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>) -> Result<T, String> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        work(&conn).map_err(|e| e.to_string())
+    }
+}
+
+impl WorldDb for SqliteWorld {
+    fn fortunes(&self) -> Result<Vec<(i32, String)>, String> {
+        self.with(|c| {
+            let mut statement = c.prepare("SELECT id, message FROM fortune")?;
+            let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+    }
+
+    /// One statement per id, batched or not (SQLite keeps no statement
+    /// counts for `verify` to check).
+    fn worlds(&self, ids: &[i32], _batch: bool) -> Result<Vec<(i32, i32)>, String> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached("SELECT id, randomnumber FROM world WHERE id = ?1")?;
+            ids.iter().map(|id| statement.query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))).collect()
+        })
+    }
+
+    fn write(&self, fresh: &HashMap<i32, i32>) -> Result<(), String> {
+        self.with(|c| {
+            let mut statement = c.prepare_cached("UPDATE world SET randomnumber = ?2 WHERE id = ?1")?;
+            for (id, v) in fresh {
+                statement.execute([id, v])?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -115,7 +228,7 @@ enum Failure {
     Hangup,
 }
 
-fn serve(mut s: TcpStream, f: Faults, db: Option<&DbPool>) {
+fn serve(mut s: TcpStream, f: Faults, db: Option<&dyn WorldDb>) {
     let _ = s.set_nodelay(true);
     // Seeded from the clock as well, so separate test runs draw different
     // ids and values (a rerun must still change the stored rows).
@@ -433,7 +546,7 @@ fn route(req: &Request, f: Faults, rng: &mut Rng) -> Routed {
 }
 
 /// Database-backed routes; `None` for anything else (or a GET-less method).
-fn route_db(req: &Request, f: Faults, rng: &mut Rng, db: &DbPool) -> Option<Routed> {
+fn route_db(req: &Request, f: Faults, rng: &mut Rng, db: &dyn WorldDb) -> Option<Routed> {
     const JSON: Option<&str> = Some("application/json");
     if req.method != "GET" {
         return None;
@@ -445,67 +558,40 @@ fn route_db(req: &Request, f: Faults, rng: &mut Rng, db: &DbPool) -> Option<Rout
         _ => return None,
     };
     let ids: Vec<i32> = (0..n).map(|_| rng.world_value() as i32).collect();
-    let result: Result<Vec<u8>, tokio_postgres::Error> = db.with(|pg| {
-        pg.rt.block_on(async {
-            let c = &pg.client;
-            if req.path == "/fortunes" {
-                let mut rows: Vec<(i32, String)> = c
-                    .query("SELECT id, message FROM fortune", &[])
-                    .await?
-                    .iter()
-                    .map(|r| (r.get(0), r.get(1)))
-                    .collect();
-                rows.push((0, "Additional fortune added at request time.".into()));
-                rows.sort_by(|a, b| a.1.cmp(&b.1));
-                let mut page = String::from("<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table><tr><th>id</th><th>message</th></tr>");
-                for (id, msg) in rows {
-                    page.push_str(&format!("<tr><td>{id}</td><td>{}</td></tr>", escape(&msg)));
-                }
-                page.push_str("</table></body></html>");
-                return Ok(page.into_bytes());
+    let mut answer = || -> Result<Vec<u8>, String> {
+        if req.path == "/fortunes" {
+            let mut rows = db.fortunes()?;
+            rows.push((0, "Additional fortune added at request time.".into()));
+            rows.sort_by(|a, b| a.1.cmp(&b.1));
+            let mut page = String::from("<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table><tr><th>id</th><th>message</th></tr>");
+            for (id, msg) in rows {
+                page.push_str(&format!("<tr><td>{id}</td><td>{}</td></tr>", escape(&msg)));
             }
-            let mut rows: Vec<(i32, i32)> = Vec::with_capacity(n);
-            if f.batch_select {
-                let found = c
-                    .query("SELECT id, randomnumber FROM world WHERE id = ANY($1)", &[&ids])
-                    .await?;
-                let map: std::collections::HashMap<i32, i32> =
-                    found.iter().map(|r| (r.get(0), r.get(1))).collect();
-                rows.extend(ids.iter().map(|id| (*id, map.get(id).copied().unwrap_or(0))));
-            } else {
-                let stmt = c.prepare("SELECT id, randomnumber FROM world WHERE id = $1").await?;
-                for id in &ids {
-                    let r = c.query_one(&stmt, &[id]).await?;
-                    rows.push((r.get(0), r.get(1)));
-                }
+            page.push_str("</table></body></html>");
+            return Ok(page.into_bytes());
+        }
+        let mut rows = db.worlds(&ids, f.batch_select)?;
+        if req.path == "/updates" {
+            let mut fresh = HashMap::new();
+            for row in &mut rows {
+                row.1 = *fresh.entry(row.0).or_insert_with(|| rng.world_value() as i32);
             }
-            if req.path == "/updates" {
-                let mut fresh = std::collections::HashMap::new();
-                for row in &mut rows {
-                    row.1 = *fresh.entry(row.0).or_insert_with(|| rng.world_value() as i32);
-                }
-                if !f.skip_update_write {
-                    for (id, v) in &fresh {
-                        c.execute("UPDATE world SET randomnumber = $2 WHERE id = $1", &[id, v])
-                            .await?;
-                    }
-                }
+            if !f.skip_update_write {
+                db.write(&fresh)?;
             }
-            let json: Vec<String> = rows
-                .iter()
-                .map(|(id, v)| format!("{{\"id\":{id},\"randomNumber\":{v}}}"))
-                .collect();
-            Ok(if req.path == "/db" {
-                json.concat().into_bytes()
-            } else {
-                format!("[{}]", json.join(",")).into_bytes()
-            })
+        }
+        let json: Vec<String> =
+            rows.iter().map(|(id, v)| format!("{{\"id\":{id},\"randomNumber\":{v}}}")).collect();
+        Ok(if req.path == "/db" {
+            json.concat().into_bytes()
+        } else {
+            format!("[{}]", json.join(",")).into_bytes()
         })
-    });
+    };
     let ctype = if req.path == "/fortunes" { Some("text/html; charset=utf-8") } else { JSON };
-    Some(match result {
+    Some(match answer() {
         Ok(body) => (200, ctype, body, vec![]),
-        Err(e) => (503, JSON, format!("{{\"error\":{:?}}}", e.to_string()).into_bytes(), vec![]),
+        Err(e) => (503, JSON, format!("{{\"error\":{e:?}}}").into_bytes(), vec![]),
     })
 }
 
@@ -628,15 +714,16 @@ mod tests {
         }
     }
 
-    /// End to end against PostgreSQL, when `PEREGRINE_LAB_TEST_DATABASE_URL`
-    /// names a database seeded like TFB's with `pg_stat_statements` loaded.
-    /// It resets that database's statement statistics.
+    /// End to end against PostgreSQL: `DATABASE_URL` names a database
+    /// seeded like TFB's with `pg_stat_statements` loaded (scripts/test
+    /// starts one with scripts/pg; the test fails rather than skip without
+    /// it). It resets that database's statement statistics.
     #[test]
     fn database_checks_pass_and_catch_faults() {
-        let Ok(dsn) = std::env::var("PEREGRINE_LAB_TEST_DATABASE_URL") else {
-            eprintln!("skipped: PEREGRINE_LAB_TEST_DATABASE_URL not set");
-            return;
-        };
+        let dsn = std::env::var("DATABASE_URL")
+            .ok()
+            .filter(|url| url.starts_with("postgres"))
+            .expect("DATABASE_URL must name the test PostgreSQL (scripts/test starts it with scripts/pg)");
         let pool = DbPool::connect(&dsn, 4).expect("test database");
         let good = ctx(spawn_with(Faults::default(), Some(pool.clone())), 5000);
         let mut rep = Reporter::default();
@@ -649,6 +736,40 @@ mod tests {
         let mut rep = Reporter::default();
         crate::verify::db::run(&bad, &mut rep, &dsn);
         assert_eq!(rep.failed, 3, "batch select and unwritten updates must fail");
+    }
+
+    /// `--database-url sqlite://PATH`, as scripts/e2e runs it against the
+    /// embedded default: the `/updates` check reads the file beside the
+    /// server that writes it, passes when the answers are stored and fails
+    /// when they are not; a missing file fails the connection.
+    #[test]
+    fn sqlite_updates_check_passes_and_catches_unwritten_updates() {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!("peregrine-lab-sqlite-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temporary directory");
+        let path = dir.join("world.db");
+        let world = SqliteWorld::create(&path, 10_000).expect("SQLite World table");
+        let url = format!("sqlite://{}", path.display());
+
+        let good = ctx(spawn_with(Faults::default(), Some(world.clone())), 5000);
+        let mut rep = Reporter::default();
+        crate::verify::db::run(&good, &mut rep, &url);
+        assert_eq!(
+            (rep.passed, rep.failed, rep.skipped),
+            (2, 0, 0),
+            "/updates?queries=20 and =500 must pass"
+        );
+
+        let bad = ctx(spawn_with(Faults { skip_update_write: true, ..Faults::default() }, Some(world)), 5000);
+        let mut rep = Reporter::default();
+        crate::verify::db::run(&bad, &mut rep, &url);
+        assert_eq!((rep.passed, rep.failed), (0, 2), "unwritten updates must fail both checks");
+
+        let missing = format!("sqlite://{}", dir.join("absent.db").display());
+        let mut rep = Reporter::default();
+        crate::verify::db::run(&good, &mut rep, &missing);
+        assert_eq!((rep.passed, rep.failed), (0, 1), "a missing file must fail the connection");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
