@@ -20,6 +20,12 @@
 //! so a head seen before (the same answer within the same second) costs a
 //! comparison, not a parse that allocates each header. Answers read in one
 //! pass of the event loop share one clock reading for their latency.
+//! Status classes are counted; a head that cannot be parsed, a connection
+//! reset or closed with answers outstanding, and an answer slower than the
+//! timeout are errors, after which the connection is replaced.
+//!
+//! The run is `warmup` then `duration`: counters, the latency histogram and
+//! this process's CPU time (`getrusage`) cover the measured part only.
 //!
 //! Why it is lean: on pipelined `/plaintext` this client, not the server,
 //! sets the requests/s of the fastest servers. Comparing with the last
@@ -27,12 +33,6 @@
 //! than one an answer, took it from 2.23M to 2.65M requests per client
 //! CPU-second against peregrine (4 alternating rounds, 256 connections,
 //! depth 16, server on CPU 0 and client on CPU 1).
-//! Status classes are counted; a head that cannot be parsed, a connection
-//! reset or closed with answers outstanding, and an answer slower than the
-//! timeout are errors, after which the connection is replaced.
-//!
-//! The run is `warmup` then `duration`: counters, the latency histogram and
-//! this process's CPU time (`getrusage`) cover the measured part only.
 
 use http_probe::parse::{parse_body, parse_head};
 use http_probe::Framing;

@@ -152,7 +152,8 @@ impl WorldDb for DbPool {
 }
 
 /// A SQLite file with TFB's World and Fortune tables, as the embedded
-/// default keeps them (only `verify`'s `/updates` check reads it).
+/// default keeps them; `verify --database-url sqlite://PATH` reads its
+/// World table beside the server that writes it.
 pub struct SqliteWorld {
     conn: Mutex<rusqlite::Connection>,
 }
