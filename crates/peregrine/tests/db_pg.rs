@@ -321,6 +321,59 @@ fn concurrent_reads_share_one_sync() {
     });
 }
 
+/// While a connection has its limit of batches out (here a slow statement,
+/// plus one batch behind it by default), reads queued over many scheduler
+/// ticks wait on the client and go out together, as one batch (one implicit
+/// transaction, so one `transaction_timestamp()`), when the slow one is
+/// answered. Without the limit every tick sends a batch of its own.
+#[test]
+fn reads_queued_behind_the_batches_in_flight_go_out_as_one() {
+    run_local(async {
+        // (limit, distinct transactions among the ten reads)
+        for (limit, expected) in [(Some(1), 1), (None, 2), (Some(usize::MAX), 10)] {
+            let mut config = PgConfig::new(database_url());
+            config.connections = 1;
+            if let Some(limit) = limit {
+                config.batches_in_flight = limit;
+            }
+            let slow = config.statement("SELECT 1::int4 FROM pg_sleep(0.3)");
+            let read = config.statement("SELECT $1::int4, transaction_timestamp()::text");
+            let pool = PgPool::new(config).expect("pool");
+            ready(&pool).await;
+            let conn = pool.get().expect("live connection");
+
+            let slow_call = {
+                let conn = conn.clone();
+                tokio::task::spawn_local(async move { conn.query_one(slow, &[]).await })
+            };
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let mut reads = Vec::new();
+            for i in 0..10i32 {
+                let conn = conn.clone();
+                reads.push(tokio::task::spawn_local(async move {
+                    let row = conn.query_one(read, &[&i]).await?;
+                    Ok::<(i32, String), Error>((row.get(0), row.get(1)))
+                }));
+                // Each read is queued in a tick of its own.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            slow_call.await.expect("task").expect("slow statement");
+            let mut transactions = Vec::new();
+            for (i, task) in reads.into_iter().enumerate() {
+                let (value, started) = task.await.expect("task").expect("read");
+                assert_eq!(value, i as i32, "limit {limit:?}: answers in order");
+                transactions.push(started);
+            }
+            transactions.dedup();
+            assert_eq!(
+                transactions.len(),
+                expected,
+                "limit {limit:?}: distinct transactions among ten reads queued one per tick: {transactions:?}"
+            );
+        }
+    });
+}
+
 #[test]
 fn an_error_fails_only_its_own_statement() {
     run_local(async {

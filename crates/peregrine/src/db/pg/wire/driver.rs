@@ -94,6 +94,9 @@ pub(crate) struct Driver {
     rbuf: BytesMut,
     wbuf: BytesMut,
     batches: VecDeque<Batch>,
+    /// Most batches sent and not yet answered; see
+    /// [`crate::db::pg::PgConfig::batches_in_flight`].
+    max_in_flight: usize,
     /// Entries popped from the response queue so far (queue position of the
     /// front entry).
     popped: u64,
@@ -134,13 +137,14 @@ impl Future for Driver {
 }
 
 impl Driver {
-    pub(super) fn new(state: Rc<State>, stream: TcpStream, rbuf: BytesMut) -> Driver {
+    pub(super) fn new(state: Rc<State>, stream: TcpStream, rbuf: BytesMut, max_in_flight: usize) -> Driver {
         Driver {
             state,
             stream,
             rbuf,
             wbuf: BytesMut::with_capacity(READ_CHUNK),
             batches: VecDeque::new(),
+            max_in_flight: max_in_flight.max(1),
             popped: 0,
             timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
             armed: false,
@@ -188,6 +192,14 @@ impl Driver {
             }
         }
         self.poll_deadlines(cx);
+        // A batch that passed its deadline no longer counts as in flight:
+        // send what it held back.
+        if self.take_batch() {
+            if let Err(e) = self.write(cx) {
+                return Poll::Ready(Err(e));
+            }
+            self.poll_deadlines(cx);
+        }
         Poll::Pending
     }
 
@@ -206,11 +218,23 @@ impl Driver {
     }
 
     /// Moves what callers queued into the write buffer, closing it with a
-    /// `Sync`, and gives it a deadline.
-    fn take_batch(&mut self) {
+    /// `Sync`, and gives it a deadline (returning whether it did); unless `max_in_flight` batches are
+    /// still unanswered, in which case the work stays queued and the next
+    /// answered batch (or deadline) calls this again.
+    fn take_batch(&mut self) -> bool {
         let mut out = self.state.out.borrow_mut();
         if out.is_empty() {
-            return;
+            return false;
+        }
+        // Batches are popped lazily (by `poll_deadlines`); drop the answered
+        // ones first so only those still out are counted. A batch past its
+        // deadline was popped there too, so a server that stopped answering
+        // cannot hold queued work back beyond the call timeout.
+        while self.batches.front().is_some_and(|b| b.end <= self.popped) {
+            self.batches.pop_front();
+        }
+        if self.batches.len() >= self.max_in_flight {
+            return false;
         }
         let mut queue = self.state.queue.borrow_mut();
         self.state.sync_pending(&mut out, &mut queue);
@@ -230,6 +254,7 @@ impl Driver {
             self.timer.as_mut().reset(deadline);
             self.armed = true;
         }
+        true
     }
 
     /// Fails callers whose batch is past its deadline; keeps the timer set

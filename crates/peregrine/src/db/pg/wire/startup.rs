@@ -47,6 +47,7 @@ pub(crate) async fn connect(
     params: &ConnectParams,
     statements: &[StatementSpec],
     timeout: Duration,
+    batches_in_flight: usize,
 ) -> Result<(Connection, Driver), Error> {
     let mut last = Error::config("no host to connect to");
     let mut stream = None;
@@ -67,7 +68,7 @@ pub(crate) async fn connect(
     let prepared = prepare(&mut stream, &mut rbuf, statements).await?;
 
     let state = Rc::new(State::new(prepared, timeout));
-    let driver = Driver::new(state.clone(), stream, rbuf);
+    let driver = Driver::new(state.clone(), stream, rbuf, batches_in_flight);
     Ok((Connection::new(state), driver))
 }
 
