@@ -517,6 +517,53 @@ fn a_timed_out_batch_does_not_disturb_later_ones() {
     });
 }
 
+/// Work held back behind the batches in flight keeps the call timeout from
+/// when it was held: when the server stops answering, it fails within its
+/// own deadline, not one counted from when it was finally sent.
+#[test]
+fn held_back_work_times_out_within_its_own_deadline() {
+    run_local(async {
+        let (url, _) = tagged_url("held");
+        // A longer server-side statement_timeout, so the pool's client-side
+        // deadline is what fires (as in the test above).
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let mut config = PgConfig::new(format!("{url}{sep}options=-c%20statement_timeout%3D2000"));
+        config.connections = 1;
+        config.timeout = Duration::from_millis(300);
+        config.batches_in_flight = 1;
+        let sleep = config.statement("SELECT pg_sleep($1::float8)::text");
+        let echo = config.statement("SELECT $1::int4");
+        let pool = PgPool::new(config).expect("pool");
+        ready(&pool).await;
+        let conn = pool.get().expect("live connection");
+
+        let slow = {
+            let conn = conn.clone();
+            tokio::task::spawn_local(async move { conn.query_one(sleep, &[&0.8f64]).await })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Held until the slow batch's deadline (300 ms after it was sent,
+        // 150 ms from now); its own ends 300 ms from now. A deadline counted
+        // from the send would end 450 ms from now.
+        let queued = Instant::now();
+        let err = conn.query_one(echo, &[&7i32]).await.expect_err("held behind the slow statement");
+        let waited = queued.elapsed();
+        assert_eq!(err.kind(), ErrorKind::Timeout);
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_millis(390),
+            "failed {waited:?} after it was queued"
+        );
+        assert_eq!(slow.await.expect("task").expect_err("slow").kind(), ErrorKind::Timeout);
+
+        // The sleep ends about 800 ms in; once its late answer and the
+        // echo's have been read and dropped, the connection serves again.
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let row = conn.query_one(echo, &[&8i32]).await.expect("after the timeouts");
+        assert_eq!(row.get::<i32>(0), 8);
+        assert!(!conn.is_closed());
+    });
+}
+
 /// A TCP proxy in front of the real server, to cut every connection at
 /// once (an outage) without stopping the shared cluster.
 struct Proxy {

@@ -55,7 +55,10 @@
 //! already in its socket, so it never waits a round trip for work. Holding
 //! more back costs nothing in latency, since answers on one connection come
 //! in order and a batch sent earlier would only wait behind the same two.
-//! A lone request finds nothing out and is sent at once.
+//! A lone request finds nothing out and is sent at once. Held work counts
+//! its deadline from when it was first held, not from when it is sent, so
+//! [`PgConfig::timeout`] still bounds every call: it is sent, at the
+//! latest, when the oldest batch out passes its own deadline.
 //!
 //! Without the bound, every scheduler tick under load sent its own small
 //! batch: 3.8 reads per `sendto` on `/db` with 256 connections, each write

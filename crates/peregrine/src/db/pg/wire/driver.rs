@@ -97,6 +97,10 @@ pub(crate) struct Driver {
     /// Most batches sent and not yet answered; see
     /// [`crate::db::pg::PgConfig::batches_in_flight`].
     max_in_flight: usize,
+    /// The deadline of work held back while `max_in_flight` batches are
+    /// out: the call timeout from when it was first held, kept when it is
+    /// sent, so holding never extends a caller's bound.
+    held_deadline: Option<Instant>,
     /// Entries popped from the response queue so far (queue position of the
     /// front entry).
     popped: u64,
@@ -145,6 +149,7 @@ impl Driver {
             wbuf: BytesMut::with_capacity(READ_CHUNK),
             batches: VecDeque::new(),
             max_in_flight: max_in_flight.max(1),
+            held_deadline: None,
             popped: 0,
             timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
             armed: false,
@@ -218,9 +223,14 @@ impl Driver {
     }
 
     /// Moves what callers queued into the write buffer, closing it with a
-    /// `Sync`, and gives it a deadline (returning whether it did); unless `max_in_flight` batches are
-    /// still unanswered, in which case the work stays queued and the next
-    /// answered batch (or deadline) calls this again.
+    /// `Sync`, and gives it a deadline; returns whether it did. While
+    /// `max_in_flight` batches are unanswered the work stays queued, and
+    /// the next answered (or timed-out) batch calls this again.
+    ///
+    /// Held work is sent at the latest when the oldest batch out passes its
+    /// deadline, which comes before the held work's own (that batch was
+    /// sent before the holding began), so the held work's deadline, and the
+    /// order of deadlines in `batches`, hold.
     fn take_batch(&mut self) -> bool {
         let mut out = self.state.out.borrow_mut();
         if out.is_empty() {
@@ -234,11 +244,14 @@ impl Driver {
             self.batches.pop_front();
         }
         if self.batches.len() >= self.max_in_flight {
+            if self.held_deadline.is_none() {
+                self.held_deadline = Some(Instant::now() + self.state.timeout);
+            }
             return false;
         }
         let mut queue = self.state.queue.borrow_mut();
         self.state.sync_pending(&mut out, &mut queue);
-        let deadline = Instant::now() + self.state.timeout;
+        let deadline = self.held_deadline.take().unwrap_or_else(|| Instant::now() + self.state.timeout);
         self.batches.push_back(Batch { deadline, end: self.popped + queue.len() as u64 });
         drop(queue);
         if self.wbuf.is_empty() {
