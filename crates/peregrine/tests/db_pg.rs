@@ -483,16 +483,22 @@ fn writes_are_answered_after_their_commit_and_alone() {
     });
 }
 
+/// One connection with the client-side call `timeout`. The server-side
+/// statement_timeout is the pool's own; a longer one (`server_ms`) is set in
+/// the URL so the client-side deadline is what fires.
+fn client_deadline_config(tag: &str, timeout: Duration, server_ms: u64) -> PgConfig {
+    let (url, _) = tagged_url(tag);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let mut config = PgConfig::new(format!("{url}{sep}options=-c%20statement_timeout%3D{server_ms}"));
+    config.connections = 1;
+    config.timeout = timeout;
+    config
+}
+
 #[test]
 fn a_timed_out_batch_does_not_disturb_later_ones() {
     run_local(async {
-        let (url, _) = tagged_url("timeout");
-        // The server-side statement_timeout is the pool's; set a longer one
-        // in the URL so the client-side deadline is what fires here.
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let mut config = PgConfig::new(format!("{url}{sep}options=-c%20statement_timeout%3D1000"));
-        config.connections = 1;
-        config.timeout = Duration::from_millis(200);
+        let mut config = client_deadline_config("timeout", Duration::from_millis(200), 1000);
         let sleep = config.statement("SELECT pg_sleep($1::float8)::text, $2::int4");
         let echo = config.statement("SELECT $1::int4");
         let pool = PgPool::new(config).expect("pool");
@@ -523,13 +529,7 @@ fn a_timed_out_batch_does_not_disturb_later_ones() {
 #[test]
 fn held_back_work_times_out_within_its_own_deadline() {
     run_local(async {
-        let (url, _) = tagged_url("held");
-        // A longer server-side statement_timeout, so the pool's client-side
-        // deadline is what fires (as in the test above).
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let mut config = PgConfig::new(format!("{url}{sep}options=-c%20statement_timeout%3D2000"));
-        config.connections = 1;
-        config.timeout = Duration::from_millis(300);
+        let mut config = client_deadline_config("held", Duration::from_millis(300), 2000);
         config.batches_in_flight = 1;
         let sleep = config.statement("SELECT pg_sleep($1::float8)::text");
         let echo = config.statement("SELECT $1::int4");
