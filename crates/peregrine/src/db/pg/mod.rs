@@ -23,10 +23,10 @@
 //! and sent when the task yields (or, while the connection has its limit
 //! of batches out, when one of them is answered; see "Batches in flight"),
 //! together with everything else queued in the meantime, as one pipeline
-//! with one `Sync` (one implicit transaction, one round trip). Within one request, build all query futures first and
-//! await them together (for example with
-//! `futures_util::future::try_join_all`); awaiting them one by one would
-//! make one round trip each.
+//! with one `Sync` (one implicit transaction, one round trip). Within one
+//! request, build all query futures first and await them together (for
+//! example with `futures_util::future::try_join_all`); awaiting them one by
+//! one would make one round trip each.
 //!
 //! Reads of one batch share its implicit transaction, but a failing read
 //! fails only its own caller: the reads the server skipped behind it are
@@ -548,7 +548,7 @@ impl PgPool {
             backoff_min: config.backoff_min,
             backoff_max: config.backoff_max.max(config.backoff_min),
             transaction_connections: config.transaction_connections,
-            batches_in_flight: config.batches_in_flight.max(1),
+            batches_in_flight: config.batches_in_flight,
         });
         let shared = Rc::new(Shared {
             slots: (0..config.connections).map(|_| RefCell::new(None)).collect(),
