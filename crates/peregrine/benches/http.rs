@@ -260,7 +260,7 @@ fn json(c: &mut Criterion) {
             assert_eq!(out, ours, "{other} wrote other bytes than the library for {payload}");
         }
         for serializer in ["peregrine", "serde_json", "sonic_rs"] {
-            bench(&mut group, "json", &format!("{serializer}/{payload}"), || {
+            bench(&mut group, "json", &format!("{payload}_{serializer}"), || {
                 write(&mut out, serializer);
                 black_box(&out);
             });
