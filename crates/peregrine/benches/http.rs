@@ -19,7 +19,7 @@ use peregrine::fuzzing::date_block;
 use peregrine::fuzzing::ChunkedDecoder;
 use peregrine::fuzzing::{header_slots, parse_head, HeadLimits};
 use peregrine::response::Response;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Counts allocations so each benchmark can report what it allocates per
 /// iteration (`peregrine-lab ab` shows it beside the times).
@@ -181,9 +181,9 @@ fn writer(c: &mut Criterion) {
     group.finish();
 }
 
-/// An item of HttpArena's `json` profile: the shape of
-/// `peregrine-tfb/data/dataset.json`, one of each kind of value.
-#[derive(Serialize)]
+/// An item of HttpArena's `json` profile, as `peregrine-tfb`'s dataset
+/// holds it.
+#[derive(Serialize, Deserialize)]
 struct Item {
     id: i64,
     name: String,
@@ -195,44 +195,28 @@ struct Item {
     rating: Rating,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Rating {
     score: i64,
     count: i64,
 }
 
-/// Fifty items like the profile's (about 7.5 KB of JSON).
+/// The profile's fifty items: `peregrine-tfb`'s copy of HttpArena's
+/// dataset (7,676 bytes of compact JSON).
 fn arena_items() -> Vec<Item> {
-    const NAMES: [&str; 5] = ["Alpha Widget", "Pro Valve", "Core Relay", "Ultra Gauge", "Mini Sensor"];
-    const CATEGORIES: [&str; 4] = ["electronics", "tools", "home", "outdoor"];
-    const TAGS: [&str; 6] = ["sale", "heavy-duty", "popular", "fast", "new", "wireless"];
-    (0..50_i64)
-        .map(|i| {
-            let k = i as usize;
-            Item {
-                id: i + 1,
-                name: NAMES[k % NAMES.len()].to_owned(),
-                category: CATEGORIES[k % CATEGORIES.len()].to_owned(),
-                price: 100 + i * 37 % 400,
-                quantity: i * 13 % 100,
-                active: i % 3 != 0,
-                tags: (0..1 + k % 4).map(|t| TAGS[(k + t) % TAGS.len()].to_owned()).collect(),
-                rating: Rating { score: i * 7 % 50, count: i * 31 % 500 },
-            }
-        })
-        .collect()
+    serde_json::from_str(include_str!("../../peregrine-tfb/data/dataset.json"))
+        .expect("peregrine-tfb's dataset parses")
 }
 
 /// The library's JSON writer against serde_json and sonic-rs 0.5.10 (a
-/// SIMD serializer), each into a reused buffer: TFB's message and fifty
-/// items shaped like HttpArena's. All three must write the same bytes,
-/// which is checked before timing. Exact user-space instructions per
-/// serialization (callgrind, 2026-11-29, a scratch program serializing the
-/// message and the first fifty items of `peregrine-tfb/data/dataset.json`):
+/// SIMD serializer), each into a reused buffer: TFB's message and
+/// HttpArena's fifty items. All three must write the same bytes, which is
+/// checked before timing. Exact user-space instructions per serialization
+/// (callgrind, 2026-11-29, a scratch program serializing the same two):
 /// the message 271 (sonic-rs 306, serde_json 396), the items 104,520
 /// (sonic-rs 129,138, serde_json 132,287). This benchmark's times agreed:
-/// the message 12.7 ns (sonic-rs 20.3, serde_json 22.2), the items 5.8 µs
-/// (sonic-rs 9.4, serde_json 9.0). sonic-rs wins on neither, so the library
+/// the message 12.3 ns (sonic-rs 20.5, serde_json 19.2), the items 5.2 µs
+/// (sonic-rs 9.0, serde_json 7.7). sonic-rs wins on neither, so the library
 /// keeps its own writer.
 fn json(c: &mut Criterion) {
     let mut group = c.benchmark_group("json");
