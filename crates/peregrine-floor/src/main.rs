@@ -6,9 +6,12 @@
 //! formatting, one thread. Whatever a real server measures on this machine,
 //! this is the ceiling it is compared with, on each of the two event loops
 //! a Linux server can have: epoll (`--engine epoll`, the default) and
-//! io_uring (`--engine uring`). They are as lean as the C floors in
-//! `../shared/floors/` (`floor.c`, `floor_uring.c`), which the lab's
-//! figures were checked against.
+//! io_uring (`--engine uring`). They are at least as lean as the C floors
+//! in `../shared/floors/` (`floor.c`, `floor_uring.c`), which the lab's
+//! figures were checked against; the io_uring one also names its sockets
+//! by registered files and packs receives into incrementally consumed
+//! buffers, as peregrine's own driver does, so that its kernel work per
+//! request is not above a real server's.
 //!
 //! Usage: `peregrine-floor [--addr HOST:PORT] [--engine epoll|uring]`
 //! (default `127.0.0.1:8080`, epoll).
