@@ -220,37 +220,42 @@ fn arena_items() -> Vec<Item> {
 /// keeps its own writer.
 fn json(c: &mut Criterion) {
     let mut group = c.benchmark_group("json");
-    let message = Message { message: "Hello, World!" };
-    let items = arena_items();
     let mut out = Vec::with_capacity(16 * 1024);
-    for payload in ["message", "items"] {
-        let write = |out: &mut Vec<u8>, serializer: &str| {
-            out.clear();
-            match (serializer, payload) {
-                ("peregrine", "message") => peregrine::fuzzing::write_json(out, black_box(&message)).unwrap(),
-                ("peregrine", _) => peregrine::fuzzing::write_json(out, black_box(&items)).unwrap(),
-                ("serde_json", "message") => serde_json::to_writer(&mut *out, black_box(&message)).unwrap(),
-                ("serde_json", _) => serde_json::to_writer(&mut *out, black_box(&items)).unwrap(),
-                ("sonic_rs", "message") => sonic_rs::to_writer(&mut *out, black_box(&message)).unwrap(),
-                ("sonic_rs", _) => sonic_rs::to_writer(&mut *out, black_box(&items)).unwrap(),
-                _ => unreachable!("a serializer this benchmark does not list"),
-            }
-        };
-        // The comparison is fair only if all three write the same JSON.
-        write(&mut out, "peregrine");
-        let ours = out.clone();
-        for other in ["serde_json", "sonic_rs"] {
-            write(&mut out, other);
-            assert_eq!(out, ours, "{other} wrote other bytes than the library for {payload}");
-        }
-        for serializer in ["peregrine", "serde_json", "sonic_rs"] {
-            bench(&mut group, "json", &format!("{payload}_{serializer}"), || {
-                write(&mut out, serializer);
-                black_box(&out);
-            });
-        }
-    }
+    json_payload(&mut group, &mut out, "message", &Message { message: "Hello, World!" });
+    json_payload(&mut group, &mut out, "items", &arena_items());
     group.finish();
+}
+
+/// One payload of the `json` group: the same-bytes check, then each
+/// serializer timed as `{payload}_{serializer}`.
+fn json_payload<T: Serialize>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    out: &mut Vec<u8>,
+    payload: &str,
+    value: &T,
+) {
+    let write = |out: &mut Vec<u8>, serializer: &str| {
+        out.clear();
+        match serializer {
+            "peregrine" => peregrine::fuzzing::write_json(out, black_box(value)).unwrap(),
+            "serde_json" => serde_json::to_writer(&mut *out, black_box(value)).unwrap(),
+            "sonic_rs" => sonic_rs::to_writer(&mut *out, black_box(value)).unwrap(),
+            _ => unreachable!("a serializer this benchmark does not list"),
+        }
+    };
+    // The comparison is fair only if all three write the same JSON.
+    write(out, "peregrine");
+    let ours = out.clone();
+    for other in ["serde_json", "sonic_rs"] {
+        write(out, other);
+        assert_eq!(*out, ours, "{other} wrote other bytes than the library for {payload}");
+    }
+    for serializer in ["peregrine", "serde_json", "sonic_rs"] {
+        bench(group, "json", &format!("{payload}_{serializer}"), || {
+            write(out, serializer);
+            black_box(&*out);
+        });
+    }
 }
 
 /// A chunked encoding of `total` bytes in chunks of `chunk` bytes.
