@@ -352,7 +352,8 @@ impl ProvidedBuffers {
     /// The `len` bytes a receive wrote into buffer `bid`, which the kernel
     /// handed over in a completion.
     fn filled(&self, bid: u16, len: usize) -> &[u8] {
-        let start = self.filled_to.get(bid as usize).copied().unwrap_or(BUFFER_LEN);
+        assert!(bid < BUFFERS, "the kernel returned buffer {bid} of {BUFFERS}");
+        let start = self.filled_to[bid as usize];
         assert!(start + len <= BUFFER_LEN, "the kernel returned buffer {bid} with {len} bytes at {start}");
         // SAFETY: in bounds (checked above); the kernel wrote these bytes
         // before posting the completion and will not touch them again: it
