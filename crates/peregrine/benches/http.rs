@@ -17,7 +17,7 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use peregrine::fuzzing::date_block;
 use peregrine::fuzzing::ChunkedDecoder;
-use peregrine::fuzzing::{header_slots, parse_head, HeadLimits};
+use peregrine::fuzzing::{header_slots, parse_head, parse_head_using, HeadLimits, ParserForm};
 use peregrine::response::Response;
 use serde::{Deserialize, Serialize};
 
@@ -108,11 +108,21 @@ fn twenty_headers() -> Vec<u8> {
 /// Parses every head in `buf` (none of them has a body), returning how many
 /// there were, the way the connection loop walks a pipelined read.
 fn parse_all(buf: &[u8]) -> usize {
+    parse_all_with(None, buf)
+}
+
+/// [`parse_all`] with the parser's compiled `form`, or the one the server
+/// runs.
+fn parse_all_with(form: Option<ParserForm>, buf: &[u8]) -> usize {
     let mut rest = buf;
     let mut count = 0;
     while !rest.is_empty() {
         let mut slots = header_slots();
-        let head = parse_head(rest, &mut slots, &LIMITS).unwrap().unwrap();
+        let head = match form {
+            Some(form) => parse_head_using(form, rest, &mut slots, &LIMITS),
+            None => parse_head(rest, &mut slots, &LIMITS),
+        };
+        let head = head.unwrap().unwrap();
         black_box(&head);
         rest = &rest[head.len..];
         count += 1;
@@ -139,7 +149,27 @@ fn parse(c: &mut Criterion) {
     bench(&mut group, "parse", "headers_20", || {
         black_box(parse_all(black_box(&many)));
     });
+    group.finish();
 
+    // Each compiled form of the parser this CPU runs, side by side (the
+    // server runs the first), in wall time: callgrind counts only what
+    // valgrind can run, and it does not emulate AVX-512, so a form built on
+    // it can be judged only here and under load.
+    let mut group = c.benchmark_group("parse_forms");
+    for form in ParserForm::available() {
+        let name = format!("{form:?}").to_lowercase();
+        group.throughput(Throughput::Elements(PIPELINE_DEPTH as u64));
+        bench(&mut group, "parse_forms", &format!("pipelined_16/{name}"), || {
+            assert_eq!(parse_all_with(Some(form), black_box(&pipelined)), PIPELINE_DEPTH)
+        });
+        group.throughput(Throughput::Elements(1));
+        bench(&mut group, "parse_forms", &format!("tfb_plaintext/{name}"), || {
+            black_box(parse_all_with(Some(form), black_box(TFB_PLAINTEXT)));
+        });
+        bench(&mut group, "parse_forms", &format!("headers_20/{name}"), || {
+            black_box(parse_all_with(Some(form), black_box(&many)));
+        });
+    }
     group.finish();
 }
 
