@@ -332,6 +332,12 @@ paths = { json = "/json" }
         assert_eq!(find("actix").arena, find("peregrine").arena, "actix serves every HttpArena endpoint");
         assert_eq!(find("nginx").arena.keys().collect::<Vec<_>>(), ["static"]);
         assert!(find("nginx").paths.is_empty());
+        // The C reference responders build from the repository alone.
+        for c in ["c-floor", "c-floor-uring"] {
+            assert_eq!(find(c).prepare.as_deref(), Some(&["lab/floors/build".to_string()][..]), "{c}");
+            assert!(find(c).run[0].starts_with("target/lab-floors/"), "{c}");
+        }
+        assert!(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../lab/floors/build")).exists());
     }
 
     #[test]

@@ -132,7 +132,8 @@ pub struct BenchArgs {
     subject: Option<String>,
     /// The floor responders for --subject (comma-separated): bare servers
     /// that bound what any server can reach and are not counted as peers.
-    /// Default: the servers named `floor` or `floor-*`.
+    /// Default: the servers named `floor`, `floor-*`, `c-floor` or
+    /// `c-floor-*`.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     floors: Option<Vec<String>>,
     /// Where the JSON results go; the Markdown report is written beside it.

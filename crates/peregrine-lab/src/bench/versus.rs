@@ -37,9 +37,11 @@ pub struct Sides {
 }
 
 /// Whether `name` is one of the lab's floor responders by its name:
-/// `floor` or `floor-<engine>`.
+/// `floor` or `floor-<engine>` (the lab's own), `c-floor` or
+/// `c-floor-<engine>` (the C reference responders in `lab/floors/`).
 pub fn is_floor_name(name: &str) -> bool {
-    name == "floor" || name.starts_with("floor-")
+    let lab_floor = |n: &str| n == "floor" || n.starts_with("floor-");
+    lab_floor(name) || name.strip_prefix("c-").is_some_and(lab_floor)
 }
 
 impl Sides {
@@ -250,6 +252,15 @@ mod tests {
         assert_eq!(named.peers, names(&["floor", "may-minihttp", "xitca-web"]));
         assert!(Sides::split(&servers, "nginx", None).unwrap_err().contains("--subject `nginx`"));
         assert!(Sides::split(&servers, "peregrine", Some(&names(&["h2o"]))).unwrap_err().contains("`h2o`"));
+    }
+
+    #[test]
+    fn the_c_reference_responders_are_floors() {
+        let servers =
+            names(&["peregrine", "c-floor", "c-floor-uring", "floor-uring", "c-floors-fan", "flooring"]);
+        let sides = Sides::split(&servers, "peregrine", None).unwrap();
+        assert_eq!(sides.floors, names(&["c-floor", "c-floor-uring", "floor-uring"]));
+        assert_eq!(sides.peers, names(&["c-floors-fan", "flooring"]));
     }
 
     fn summaries_of(servers: &[String], runs: &[RunRecord]) -> Vec<Summary> {
