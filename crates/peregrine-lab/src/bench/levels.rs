@@ -178,6 +178,18 @@ pub fn arena_profile(test: &str) -> Option<&'static Profile> {
     arena::find(test.strip_prefix(ARENA_PREFIX)?)
 }
 
+/// Whether `test` (a TFB test or an HttpArena profile) sends requests that
+/// reach the database, so that its runs read PostgreSQL's CPU time too.
+/// `cached` is among them: its answers come from a cache the server fills
+/// from the database, and the table it reports shows how little of each
+/// request still reaches PostgreSQL.
+pub fn uses_database(test: &str) -> bool {
+    match arena_profile(test) {
+        Some(profile) => profile.uses_database(),
+        None => matches!(test, "db" | "queries" | "fortunes" | "updates" | "cached"),
+    }
+}
+
 /// The levels of an HttpArena profile: HttpArena's connection counts capped
 /// at `max_connections`, what the open-files limit allows
 /// ([`Profile::connections`]), the first of them with `--quick`, or
@@ -286,5 +298,17 @@ mod tests {
         assert_eq!(values(&plan("upload", false, &opts())), [256]);
         let counted = plan("extra", true, &opts());
         assert_eq!((counted.axis, values(&counted)), (Axis::Queries, vec![20]));
+    }
+
+    #[test]
+    fn database_tests_are_known() {
+        for test in
+            ["db", "queries", "fortunes", "updates", "cached", "arena-async-db", "arena-crud", "arena-api-4"]
+        {
+            assert!(uses_database(test), "{test}");
+        }
+        for test in ["plaintext", "json", "arena-json", "arena-baseline", "arena-static", "arena-db"] {
+            assert!(!uses_database(test), "{test}");
+        }
     }
 }

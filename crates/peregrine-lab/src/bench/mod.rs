@@ -26,9 +26,9 @@
 //!
 //! HttpArena profiles run at HttpArena's connection counts as far as the
 //! open-files limit allows (a note says when one is scaled down). For the
-//! profiles that use the database, the CPU time of the PostgreSQL cluster
-//! at `DATABASE_URL` ([`crate::rig::dbcpu`]) is read around each measured
-//! run too, when it runs on this machine.
+//! TFB tests and profiles that use the database, the CPU time of the
+//! PostgreSQL cluster at `DATABASE_URL` ([`crate::rig::dbcpu`]) is read
+//! around each measured run too, when it runs on this machine.
 //!
 //! `--report-from FILE` skips running: it reads a results file back and
 //! writes its report and charts again.
@@ -87,7 +87,8 @@ pub struct BenchArgs {
     /// down only where the open-files limit is lower, with a note; on the
     /// servers whose `[server.arena]` has every endpoint it needs; others
     /// are skipped with a note. Reported as `arena-<profile>`. For
-    /// async-db, crud and api-4 the PostgreSQL cluster's CPU time
+    /// async-db, crud and api-4 (as for the TFB tests db, queries,
+    /// fortunes, updates and cached) the PostgreSQL cluster's CPU time
     /// (DATABASE_URL, on this machine) is reported beside the server's.
     #[arg(long, value_delimiter = ',')]
     profiles: Vec<String>,
@@ -181,7 +182,7 @@ struct Plan {
     settings: Settings,
     pipeline_script: PathBuf,
     logs: PathBuf,
-    /// The database whose CPU time the database profiles report.
+    /// The database whose CPU time the database tests and profiles report.
     postmaster: Option<Postmaster>,
 }
 
@@ -452,11 +453,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         }
     }
 
-    let postmaster = tests
-        .iter()
-        .any(|t| levels::arena_profile(&t.test).is_some_and(|p| p.uses_database()))
-        .then(find_postmaster)
-        .flatten();
+    let postmaster = tests.iter().any(|t| levels::uses_database(&t.test)).then(find_postmaster).flatten();
 
     let settings = Settings {
         servers_file: args.servers.display().to_string(),
@@ -479,7 +476,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
 }
 
 /// The PostgreSQL cluster at `DATABASE_URL`, whose CPU time the database
-/// profiles report; `None`, with a note, when there is none here.
+/// tests and profiles report; `None`, with a note, when there is none here.
 fn find_postmaster() -> Option<Postmaster> {
     let Some(url) = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
         println!("bench: DATABASE_URL is not set: the database's CPU time is not reported");
@@ -636,10 +633,12 @@ fn measure_started(
 
     load.duration_secs = s.duration_secs;
     let pid = srv.pid();
+    let db = DbClock::start(plan, test);
     let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
     let (report, client_cpu) = load.run()?;
     srv.check_alive()?;
     let after = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
+    let db_cpu_seconds = db.stop(s.clock_ticks_per_second);
     let rss = procfs::read_peak_rss_kib(pid);
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
@@ -647,6 +646,7 @@ fn measure_started(
     let cpu = after.since(before);
     let mut m = Measurement::new(report, cpu, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);
+    m.db_cpu_seconds = db_cpu_seconds;
     Ok(m)
 }
 
@@ -698,17 +698,13 @@ fn measure_arena(
     }
     srv.check_alive()?;
     let pid = srv.pid();
-    let db = plan.postmaster.filter(|_| profile.uses_database());
-    let db_before = db.and_then(|p| read_db_cpu(&p));
+    let db = DbClock::start(plan, &test);
     let before = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
     let argv = arena_argv(&exe, spec, addr, profile, level, &s.client_cpu, s.duration_secs);
     let (report, client_cpu) = run_load_child(&argv)?;
     srv.check_alive()?;
     let after = procfs::read_cpu(pid).map_err(|e| e.to_string())?;
-    let db_ticks = match (db, db_before) {
-        (Some(p), Some(before)) => read_db_cpu(&p).map(|after| after.saturating_sub(before)),
-        _ => None,
-    };
+    let db_cpu_seconds = db.stop(s.clock_ticks_per_second);
     let rss = procfs::read_peak_rss_kib(pid);
     if let Err(e) = srv.stop() {
         eprintln!("warning: stopping `{}`: {e}", spec.name);
@@ -718,8 +714,35 @@ fn measure_arena(
         Measurement::new(as_wrk_report(&report, level.pipeline > 1), cpu, s.clock_ticks_per_second, rss);
     m.client_cpu_seconds = Some(client_cpu);
     m.bytes_per_response = report.bytes_per_response();
-    m.db_cpu_seconds = db_ticks.map(|t| t as f64 / s.clock_ticks_per_second.max(1) as f64);
+    m.db_cpu_seconds = db_cpu_seconds;
     Ok(m)
+}
+
+/// PostgreSQL's CPU time over one measured run, for tests whose requests
+/// reach it ([`levels::uses_database`]): the issue asked how much of the
+/// machine the database takes, and a server can look cheap per CPU-second
+/// by leaving work to it.
+struct DbClock<'a> {
+    started: Option<(&'a Postmaster, u64)>,
+}
+
+impl<'a> DbClock<'a> {
+    /// Reads the cluster's ticks now, if `test` uses it and there is one.
+    fn start(plan: &'a Plan, test: &str) -> DbClock<'a> {
+        let started = plan
+            .postmaster
+            .as_ref()
+            .filter(|_| levels::uses_database(test))
+            .and_then(|p| read_db_cpu(p).map(|ticks| (p, ticks)));
+        DbClock { started }
+    }
+
+    /// The seconds of CPU the cluster used since [`DbClock::start`].
+    fn stop(self, ticks_per_second: u64) -> Option<f64> {
+        let (postmaster, before) = self.started?;
+        let after = read_db_cpu(postmaster)?;
+        Some(after.saturating_sub(before) as f64 / ticks_per_second.max(1) as f64)
+    }
 }
 
 /// The database's CPU ticks so far; a failed read (the cluster went away)

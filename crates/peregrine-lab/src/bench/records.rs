@@ -37,7 +37,7 @@ pub struct Measurement {
     #[serde(default)]
     pub bytes_per_response: Option<f64>,
     /// CPU time of the PostgreSQL cluster (all its processes) during the
-    /// measured run, for the profiles that use the database.
+    /// measured run, for the tests and profiles that use the database.
     #[serde(default)]
     pub db_cpu_seconds: Option<f64>,
 }
