@@ -445,12 +445,18 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         run_builds(&servers)?;
     }
     // Only servers some test runs on: a peer the run does not use (nginx
-    // in a TFB-only bench) need not be installed.
+    // in a TFB-only bench) need not be installed. Identical commands (after
+    // `{port}` is filled in; `c-floor` and `c-floor-uring` share one) run
+    // once, as builds do.
+    let mut prepared: Vec<Vec<String>> = Vec::new();
     for spec in servers.iter().filter(|spec| tests.iter().any(|t| target(spec, &t.test).is_ok())) {
-        if let Some(argv) = spec.prepare_argv() {
-            println!("bench: preparing `{}`: {}", spec.name, argv.join(" "));
-            server::build(&argv).map_err(|e| format!("server `{}`: {e}", spec.name))?;
+        let Some(argv) = spec.prepare_argv() else { continue };
+        if prepared.contains(&argv) {
+            continue;
         }
+        println!("bench: preparing `{}`: {}", spec.name, argv.join(" "));
+        server::build(&argv).map_err(|e| format!("server `{}`: {e}", spec.name))?;
+        prepared.push(argv);
     }
 
     let postmaster = tests.iter().any(|t| levels::uses_database(&t.test)).then(find_postmaster).flatten();
