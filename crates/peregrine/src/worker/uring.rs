@@ -397,8 +397,17 @@ impl Ring {
                 };
                 let mut inner = self.inner.borrow_mut();
                 keep_waker(&mut inner.task, cx);
+                // A signal alone is no reason to enter: the kernel flags
+                // completions it holds back ([`Inner::completions_held`])
+                // before it signals for them, and a signal for completions
+                // it posted at once (a send finished inside the entry that
+                // submitted it) is stale by now, as this task reaped them
+                // after that entry. Entering for those cost every request
+                // on an otherwise idle connection a second turn of the
+                // ring: 3 entries and 2 `epoll_wait`s a request at one
+                // connection, 2 and 2 after.
                 let held_back = inner.completions_held();
-                inner.submit(signalled || held_back);
+                inner.submit(held_back);
                 let held_back = inner.completions_held();
                 let completed = !inner.ring.completion().is_empty();
                 drop(inner);
@@ -567,9 +576,9 @@ impl Inner {
 
     /// Enters everything queued, the turn's receives last, after arming
     /// the receives that ran out of buffers; and, when `collect` (the
-    /// eventfd signalled, or the kernel holds completions) or anything is
-    /// entered, collects the completions the kernel holds back for this
-    /// thread, in the same system call.
+    /// kernel holds completions back) or anything is entered, collects the
+    /// completions the kernel holds back for this thread, in the same
+    /// system call.
     fn submit(&mut self, collect: bool) {
         self.rearm_starved();
         let mut receives = std::mem::take(&mut self.receives);
