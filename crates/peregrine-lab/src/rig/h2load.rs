@@ -21,6 +21,9 @@ pub struct H2loadCommand {
     pub inactivity_timeout_secs: Option<u32>,
     /// Per-request log (start, status, duration), for latency percentiles.
     pub log_file: Option<PathBuf>,
+    /// Requests per second each connection starts (h2load's `--rps`):
+    /// an open-loop pace rather than as fast as answers come back.
+    pub rps_per_connection: Option<u32>,
     pub url: String,
 }
 
@@ -42,6 +45,9 @@ impl H2loadCommand {
         }
         if let Some(log) = &self.log_file {
             argv.push(format!("--log-file={}", log.display()));
+        }
+        if let Some(rps) = self.rps_per_connection {
+            argv.push(format!("--rps={rps}"));
         }
         argv.push(self.url.clone());
         argv
@@ -282,6 +288,12 @@ time for request:      241us     17.37ms      1.24ms       610us    81.19%
         assert_eq!(
             cmd.argv().join(" "),
             "taskset -c 1 h2load -t1 -c8 -m10 -D 3 --connection-inactivity-timeout=10 --log-file=l.tsv https://127.0.0.1:9/json"
+        );
+        cmd.log_file = None;
+        cmd.rps_per_connection = Some(1500);
+        assert_eq!(
+            cmd.argv().join(" "),
+            "taskset -c 1 h2load -t1 -c8 -m10 -D 3 --connection-inactivity-timeout=10 --rps=1500 https://127.0.0.1:9/json"
         );
     }
 }

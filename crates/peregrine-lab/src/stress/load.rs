@@ -32,6 +32,10 @@ pub struct Load {
     /// Seconds after which an unanswered request is an error (wrk's
     /// --timeout, h2load's inactivity timeout; ws-load's is fixed at 10).
     pub timeout_secs: u32,
+    /// Requests per second in all, started at a steady pace rather than as
+    /// fast as answers come back: HTTP/2 only (h2load's `--rps`, split
+    /// evenly over the connections).
+    pub pace: Option<u32>,
 }
 
 impl Load {
@@ -44,13 +48,15 @@ impl Load {
             streams: DEFAULT_STREAMS,
             log_file: None,
             timeout_secs: 5,
+            pace: None,
         }
     }
 
     /// Which tool, for figures.
     pub fn tool(&self) -> String {
         if self.protocol.is_h2() {
-            format!("h2load, {} connections x {} streams", self.connections, self.streams)
+            let paced = self.pace.map(|rps| format!(", paced at {rps} req/s")).unwrap_or_default();
+            format!("h2load, {} connections x {} streams{paced}", self.connections, self.streams)
         } else if self.protocol == Protocol::Ws {
             format!("ws-load, {} WebSockets echoing 5-byte messages", self.connections)
         } else {
@@ -60,6 +66,9 @@ impl Load {
 
     /// Starts the load in the background.
     pub fn spawn(&self, cpu: &str) -> Result<RunningLoad, String> {
+        if self.pace.is_some() && !self.protocol.is_h2() {
+            return Err(format!("a paced load needs h2load (h2 or h2c), not {}", self.tool()));
+        }
         if self.protocol.is_h2() {
             let command = H2loadCommand {
                 cpu: cpu.to_string(),
@@ -70,6 +79,7 @@ impl Load {
                 // an error (h2load measures it per connection).
                 inactivity_timeout_secs: Some(self.timeout_secs),
                 log_file: self.log_file.clone(),
+                rps_per_connection: self.rps_per_connection(),
                 url: self.url.clone(),
             };
             Ok(RunningLoad::H2load(command.spawn()?))
@@ -95,6 +105,12 @@ impl Load {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start ws-load: {e}"))
+    }
+
+    /// h2load's `--rps` for [`Load::pace`]: the total over the
+    /// connections, rounded up.
+    fn rps_per_connection(&self) -> Option<u32> {
+        self.pace.map(|total| total.div_ceil(self.connections.max(1)).max(1))
     }
 
     /// Runs the load to completion.
@@ -216,5 +232,24 @@ impl LoadReport {
     /// Non-2xx answers, failures and timeouts.
     pub fn error_count(&self) -> u64 {
         self.non_2xx + self.failed + self.timeouts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_h2load_can_pace_and_its_pace_is_split_over_the_connections() {
+        let mut wrk = Load::new(Protocol::H1, "http://127.0.0.1:9/json".into(), 4, 1);
+        wrk.pace = Some(1000);
+        let refused = wrk.spawn("1").err().unwrap_or_default();
+        assert!(refused.contains("needs h2load"), "{refused}");
+        let mut h2load = Load::new(Protocol::H2c, "http://127.0.0.1:9/json".into(), 256, 1);
+        h2load.pace = Some(427_016);
+        // 427,016 / 256 = 1,668.03: rounded up, so the pace is never below
+        // the one asked for.
+        assert_eq!(h2load.tool(), "h2load, 256 connections x 10 streams, paced at 427016 req/s");
+        assert_eq!(h2load.rps_per_connection(), Some(1669));
     }
 }
