@@ -18,8 +18,21 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A port free on 127.0.0.1 for TCP and UDP (a TLS port also serves
+/// HTTP/3), and never one this process was given before: the kernel hands
+/// a released port out again, and a test asking for three ports in a row
+/// once got the same one twice (CI, 2026-11-29: "cannot listen on
+/// 127.0.0.1:36099: the address is already in use").
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().expect("ports given");
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        if !given.contains(&port) && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// An environment variable the test cannot run without: fails (never
