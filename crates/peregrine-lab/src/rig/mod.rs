@@ -15,7 +15,9 @@
 //! - `arena`: HttpArena's HTTP/1.1 profiles as load templates;
 //! - `client`: the blocking raw-TCP HTTP/1.1 client (the verifier's, and
 //!   the probe stress scenarios send while a server is under load);
-//! - `wsframe`: WebSocket client frames (verify's battery, the echo load).
+//! - `wsframe`: WebSocket client frames (verify's battery, the echo load);
+//! - `sources`: client sockets to a loopback server, spread over many
+//!   source addresses (the stress clients and the echo load).
 //!
 //! The rig depends on no command module; commands depend on it.
 
@@ -28,6 +30,7 @@ pub mod h2load;
 pub mod load;
 pub mod procfs;
 pub mod server;
+pub mod sources;
 pub mod stats;
 pub mod wrk;
 pub mod wsframe;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use http_probe::{self as probe, End, Framing};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
 
 use super::protocol::Connector;
@@ -321,8 +321,7 @@ async fn connect_retrying(addr: SocketAddr, attempts: u32) -> Option<TcpStream> 
 /// connecting, so the window offered is small from the start).
 async fn connect_retrying_with(addr: SocketAddr, attempts: u32, small_buffers: bool) -> Option<TcpStream> {
     for attempt in 0..attempts {
-        let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() };
-        let Ok(socket) = socket else { return None };
+        let Ok(socket) = crate::rig::sources::socket(addr) else { return None };
         if small_buffers {
             let _ = socket.set_recv_buffer_size(4096);
             let _ = socket.set_send_buffer_size(16 << 10);

@@ -20,8 +20,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+use crate::rig::sources;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -219,7 +220,7 @@ impl Connector {
     /// Connects (and completes the TLS handshake, checking the server
     /// agreed to the ALPN protocol asked for).
     pub async fn connect(&self) -> io::Result<Box<dyn Io>> {
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, connect_tcp(self.addr))
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, sources::connect(self.addr))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
         let _ = tcp.set_nodelay(true);
@@ -233,64 +234,6 @@ impl Connector {
             return Err(io::Error::other(format!("server did not agree to h2 (ALPN {agreed:?})")));
         }
         Ok(Box::new(stream))
-    }
-}
-
-/// Source addresses a scenario's connections to a loopback server are
-/// spread over: 127.0.0.2 up to 127.0.0.[`LOOPBACK_SOURCES`] + 1.
-///
-/// Why: from one source address to one listener, the kernel has one
-/// ephemeral port range (28,232 ports by default) for every connection,
-/// and picking a free port walks the ports in use. With 20,000
-/// connections held, `perf` on the load CPU showed 43% of it in
-/// `__inet_check_established` under `connect`: the connect phase ran past
-/// the middle of a 10 s overload run, and the CPU it took made every
-/// held connection's requests wait (`overload --protocol h2c --connections
-/// 20000`: p99 2,012 to 2,222 ms, the server 23% busy). Real clients come
-/// from many addresses; 32 sources keep each one's range under a
-/// thirtieth full.
-const LOOPBACK_SOURCES: u32 = 32;
-
-/// Opens a TCP connection to `addr`; to an IPv4 loopback address, from the
-/// next of [`LOOPBACK_SOURCES`] loopback sources in turn, with the port
-/// left to `connect` (`IP_BIND_ADDRESS_NO_PORT`), so that each source has
-/// its own port range.
-async fn connect_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT_SOURCE: AtomicU32 = AtomicU32::new(0);
-    let SocketAddr::V4(v4) = addr else { return TcpStream::connect(addr).await };
-    if !v4.ip().is_loopback() {
-        return TcpStream::connect(addr).await;
-    }
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    bind_address_no_port(&socket)?;
-    let host = 2 + NEXT_SOURCE.fetch_add(1, Ordering::Relaxed) % LOOPBACK_SOURCES;
-    let source = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(127, 0, 0, 0)) | host);
-    socket.bind(SocketAddr::from((source, 0)))?;
-    socket.connect(addr).await
-}
-
-/// Sets `IP_BIND_ADDRESS_NO_PORT` (Linux 4.2): a `bind` to port 0 then
-/// picks only the address, and `connect` picks the port, unique per
-/// four-tuple rather than per address.
-fn bind_address_no_port(socket: &tokio::net::TcpSocket) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let one: libc::c_int = 1;
-    // SAFETY: `socket` owns a valid descriptor for the call's duration, and
-    // the option value is a live c_int passed with its size.
-    let r = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 
@@ -311,34 +254,6 @@ mod tests {
         assert_eq!(Protocol::Ws.scheme(), "ws");
         assert!(Protocol::H2.uses_tls() && Protocol::H2.is_h2());
         assert!(!Protocol::Tls.is_h2() && !Protocol::H2c.uses_tls());
-    }
-
-    #[test]
-    fn loopback_connections_come_from_many_source_addresses() {
-        let sources = crate::stress::clients::block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let addr = listener.local_addr().expect("addr");
-            let mut sources = std::collections::BTreeSet::new();
-            let mut held = Vec::new();
-            for _ in 0..8 {
-                let stream = connect_tcp(addr).await.expect("connect");
-                let (_, peer) = listener.accept().await.expect("accept");
-                // The server sees the address the client bound.
-                assert_eq!(Some(peer), stream.local_addr().ok());
-                sources.insert(peer.ip());
-                held.push(stream);
-            }
-            sources
-        })
-        .expect("runtime");
-        // Other tests connect at the same time and take turns of their
-        // own, so which sources these eight get varies; one source for all
-        // of them would be the old single-address behaviour.
-        assert!(sources.len() >= 2, "{sources:?}");
-        assert!(
-            sources.iter().all(|ip| ip.is_loopback() && *ip != std::net::Ipv4Addr::LOCALHOST),
-            "{sources:?}"
-        );
     }
 
     #[test]

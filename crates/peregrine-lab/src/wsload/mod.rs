@@ -38,6 +38,7 @@ use h2::client::SendRequest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::rig::sources;
 use crate::rig::wsframe::{frame, handshake, parse_frame};
 use crate::rig::{cpu, fdlimit, procfs};
 
@@ -186,7 +187,7 @@ impl SocketIo {
 /// An h2c connection that has the server's SETTINGS with
 /// `SETTINGS_ENABLE_CONNECT_PROTOCOL`.
 async fn h2_connect(target: &Target) -> Result<SendRequest<Bytes>, String> {
-    let tcp = TcpStream::connect(target.addr).await.map_err(|e| format!("connect: {e}"))?;
+    let tcp = sources::connect(target.addr).await.map_err(|e| format!("connect: {e}"))?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
     let (send, conn) = h2::client::Builder::new()
         .initial_connection_window_size(16 << 20)
@@ -232,7 +233,7 @@ impl Socket {
     }
 
     pub(crate) async fn open(target: &Target) -> Result<Socket, String> {
-        let mut s = TcpStream::connect(target.addr).await.map_err(|e| format!("connect: {e}"))?;
+        let mut s = sources::connect(target.addr).await.map_err(|e| format!("connect: {e}"))?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
         s.write_all(&handshake(&target.host, &target.path, ""))
             .await
