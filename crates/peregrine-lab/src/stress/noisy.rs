@@ -109,7 +109,8 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         None if server.protocol.is_h2() => DEFAULT_PACE,
         None => 0.0,
     };
-    let mut rate = 0.0;
+    // Noise requests a second: a share of the first unpaced phase's rate.
+    let mut rate = None;
     if pace_share > 0.0 {
         // Unpaced, the valid load thins in the noisy phases: the noise
         // generator takes part of h2load's CPU, and the server does less
@@ -117,7 +118,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         // it offers the same load in both (see the module's doc).
         let calibration = wrk.run(&target.load_cpu)?;
         errors += calibration.error_count();
-        rate = calibration.requests_per_sec * args.noise_share;
+        rate = Some(calibration.requests_per_sec * args.noise_share);
         let pace = (calibration.requests_per_sec * pace_share).round() as u32;
         println!(
             "  calibration phase: {:.0} req/s unpaced; valid load paced at {pace} req/s from here",
@@ -149,15 +150,13 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         clean_requests += clean.total_requests;
         clean_secs += clean.duration_secs;
         errors += clean.error_count();
-        if pair == 0 && rate == 0.0 {
-            rate = clean.requests_per_sec * args.noise_share;
-        }
+        let noise_rate = *rate.get_or_insert(clean.requests_per_sec * args.noise_share);
         let cpu_before = procfs::cpu_secs(pid)?;
         let running = wrk.spawn(&target.load_cpu)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let (addr, kinds) = (server.addr, args.kinds.clone());
         let stats = block_on(async move {
-            let noise_task = tokio::task::spawn_local(noise(addr, rate, kinds, stop_rx));
+            let noise_task = tokio::task::spawn_local(noise(addr, noise_rate, kinds, stop_rx));
             tokio::time::sleep(std::time::Duration::from_secs(u64::from(phase_secs))).await;
             let _ = stop_tx.send(true);
             noise_task.await.unwrap_or_default()
@@ -208,7 +207,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     );
     report.figure("noisy / clean req per CPU-s per pair", joined(&pair_cpu_ratios));
     report.figure("noisy / clean req per CPU-s, median of pairs", format!("{kept:.3}"));
-    report.figure("noise rate target (req/s)", format!("{rate:.0}"));
+    report.figure("noise rate target (req/s)", format!("{:.0}", rate.unwrap_or(0.0)));
     for kind in Noise::ALL {
         let k = kind as usize;
         report.figure(
