@@ -10,16 +10,25 @@
 //! of the process may have freed one), then tries again. It logs once when
 //! a pause begins and once when accepting resumes; the listener never stops
 //! for good.
+//!
+//! A cleartext listener whose connections go to the worker's io_uring is
+//! polled for readiness and accepted with `accept4` directly
+//! ([`Acceptor::Ring`]): the connection never becomes a tokio `TcpStream`,
+//! which would register it with epoll only for [`Ring::adopt`] to remove it
+//! again, two `epoll_ctl` calls and a registration per connection for
+//! nothing.
 
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::net::{TcpListener as StdListener, TcpStream as StdStream};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
+use tokio::io::unix::AsyncFd;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -91,13 +100,13 @@ pub(crate) enum Protocol {
 /// `None` when [`Config::event_loop`] is epoll or no listener takes
 /// cleartext connections, or when the kernel refuses (then the worker
 /// serves with epoll, with a warning if io_uring was asked for).
-pub(crate) fn ring_for(listeners: &[(TcpListener, Role)], config: &Config) -> Option<Rc<Ring>> {
+pub(crate) fn ring_for<'a>(mut roles: impl Iterator<Item = &'a Role>, config: &Config) -> Option<Rc<Ring>> {
     let required = match config.event_loop {
         EventLoop::Epoll => return None,
         EventLoop::IoUring => true,
         EventLoop::Auto => false,
     };
-    if !listeners.iter().any(|(_, role)| role.cleartext()) {
+    if !roles.any(Role::cleartext) {
         return None;
     }
     match Ring::new() {
@@ -116,9 +125,108 @@ pub(crate) fn ring_for(listeners: &[(TcpListener, Role)], config: &Config) -> Op
     }
 }
 
+/// A listening socket as the accept loop polls it.
+pub(crate) enum Acceptor {
+    /// Connections become tokio `TcpStream`s: TLS listeners, and every
+    /// listener of a worker on epoll.
+    Tokio(TcpListener),
+    /// A cleartext listener of a worker on io_uring: accepted with
+    /// `accept4` when epoll reports it readable, and handed to the ring as
+    /// they are (see the module's doc).
+    Ring(AsyncFd<StdListener>),
+}
+
+impl Acceptor {
+    /// Registers `listener` (non-blocking by now) with the worker's
+    /// runtime; `ring` says whether its connections go to an io_uring.
+    pub(crate) fn new(listener: StdListener, role: &Role, ring: bool) -> io::Result<Acceptor> {
+        if ring && role.cleartext() {
+            // SAFETY: the `AsyncFd` owns the listener, whose descriptor
+            // stays open, and the same, until it is dropped with it.
+            let registered =
+                unsafe { AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE) }?;
+            Ok(Acceptor::Ring(registered))
+        } else {
+            Ok(Acceptor::Tokio(TcpListener::from_std(listener)?))
+        }
+    }
+
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(Accepted, SocketAddr)>> {
+        match self {
+            Acceptor::Tokio(listener) => {
+                listener.poll_accept(cx).map_ok(|(stream, peer)| (Accepted::Tokio(stream), peer))
+            }
+            Acceptor::Ring(listener) => loop {
+                let mut ready = std::task::ready!(listener.poll_read_ready(cx))?;
+                // `WouldBlock` clears the readiness and polls again.
+                if let Ok(result) = ready.try_io(|listener| accept_nonblocking(listener.as_raw_fd())) {
+                    return Poll::Ready(result.map(|(stream, peer)| (Accepted::Plain(stream), peer)));
+                }
+            },
+        }
+    }
+}
+
+/// A connection just accepted, in the form its listener gives it.
+enum Accepted {
+    Tokio(TcpStream),
+    /// Non-blocking, registered with nothing yet.
+    Plain(StdStream),
+}
+
+impl Accepted {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Accepted::Tokio(stream) => stream.as_raw_fd(),
+            Accepted::Plain(stream) => stream.as_raw_fd(),
+        }
+    }
+
+    /// As a tokio stream, registered with epoll.
+    fn into_tokio(self) -> io::Result<TcpStream> {
+        match self {
+            Accepted::Tokio(stream) => Ok(stream),
+            Accepted::Plain(stream) => TcpStream::from_std(stream),
+        }
+    }
+
+    /// As a std stream, registered with nothing.
+    fn into_std(self) -> io::Result<StdStream> {
+        match self {
+            Accepted::Tokio(stream) => stream.into_std(),
+            Accepted::Plain(stream) => Ok(stream),
+        }
+    }
+}
+
+/// Accepts one connection on the listening socket `listener`, already
+/// non-blocking and close-on-exec (as tokio's accepted sockets are: the
+/// ring's direct `recv` and `sendfile` calls beside its queued operations
+/// must not block the worker) in the same system call; `WouldBlock` when
+/// none is waiting.
+fn accept_nonblocking(listener: RawFd) -> io::Result<(StdStream, SocketAddr)> {
+    // SAFETY: `try_init` hands over storage and a length for a socket
+    // address, which `accept4` fills in and updates, as its contract asks.
+    let (fd, addr) = unsafe {
+        socket2::SockAddr::try_init(|storage, len| {
+            let fd = libc::accept4(listener, storage.cast(), len, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+            if fd < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(fd)
+            }
+        })
+    }?;
+    // SAFETY: `accept4` returned a new descriptor that nothing else owns.
+    let stream = unsafe { StdStream::from_raw_fd(fd) };
+    let peer =
+        addr.as_socket().ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
+    Ok((stream, peer))
+}
+
 /// Runs one worker until shutdown is signalled and its connections drain.
 pub(crate) async fn run<S: 'static>(
-    listeners: Vec<(TcpListener, Role)>,
+    listeners: Vec<(Acceptor, Role)>,
     ring: Option<Rc<Ring>>,
     config: Config,
     router: Router<S>,
@@ -254,7 +362,7 @@ async fn make_room(worker: &Worker, since: Instant) -> bool {
 }
 
 fn accept<S: 'static>(
-    stream: TcpStream,
+    stream: Accepted,
     peer: SocketAddr,
     role: &Role,
     worker: &Rc<Worker>,
@@ -267,7 +375,10 @@ fn accept<S: 'static>(
             // overloaded worker must not take on: close at once.
             return;
         }
-        refuse(stream, worker);
+        match stream.into_tokio() {
+            Ok(stream) => refuse(stream, worker),
+            Err(e) => tracing::debug!(error = %e, "cannot register a connection to refuse"),
+        }
         return;
     }
     // TCP_NODELAY (responses are written whole, one write per batch: Nagle
@@ -278,6 +389,13 @@ fn accept<S: 'static>(
     let registration = Registration::new(Rc::clone(worker), key);
     #[cfg(feature = "tls")]
     if let Some(acceptor) = &role.tls {
+        let stream = match stream.into_tokio() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot register an accepted connection");
+                return;
+            }
+        };
         // The handshake is the start of the first request: the header
         // timeout bounds it, from the first byte the client could send.
         timer.arm(Wait::Head, worker.deadline_after(worker.config.header_timeout));
@@ -305,7 +423,13 @@ fn accept<S: 'static>(
                 return;
             }
         },
-        None => Io::Tcp(stream),
+        None => match stream.into_tokio() {
+            Ok(stream) => Io::Tcp(stream),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot register an accepted connection");
+                return;
+            }
+        },
     };
     let (worker, router) = (Rc::clone(worker), Rc::clone(router));
     match role.cleartext_protocol() {
@@ -356,5 +480,37 @@ async fn tick_forever(worker: Rc<Worker>) {
     loop {
         tokio::time::sleep(until_next_second(SystemTime::now())).await;
         worker.tick();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(fd: RawFd, which: libc::c_int) -> libc::c_int {
+        // SAFETY: `fcntl` with F_GETFL or F_GETFD only reads the flags of
+        // a descriptor the caller keeps open.
+        unsafe { libc::fcntl(fd, which) }
+    }
+
+    #[test]
+    fn ring_connections_are_accepted_non_blocking_and_close_on_exec() {
+        let listener = StdListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let fd = listener.as_raw_fd();
+        // Nothing waiting: `WouldBlock`, the signal to clear readiness.
+        let empty = accept_nonblocking(fd).map(|_| ()).unwrap_err();
+        assert_eq!(empty.kind(), io::ErrorKind::WouldBlock);
+
+        let client = StdStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = accept_nonblocking(fd).unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert_eq!(stream.peer_addr().unwrap(), client.local_addr().unwrap());
+        assert_ne!(
+            flags(stream.as_raw_fd(), libc::F_GETFL) & libc::O_NONBLOCK,
+            0,
+            "must not block the worker"
+        );
+        assert_ne!(flags(stream.as_raw_fd(), libc::F_GETFD) & libc::FD_CLOEXEC, 0);
     }
 }

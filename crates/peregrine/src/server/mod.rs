@@ -279,11 +279,12 @@ impl Server {
                     };
                     let local = tokio::task::LocalSet::new();
                     local.block_on(&runtime, async move {
+                        let ring = accept::ring_for(listeners.iter().map(|(_, role)| role), &config);
                         let listeners = match listeners
                             .into_iter()
                             .map(|(socket, role)| {
                                 socket.set_nonblocking(true)?;
-                                Ok((tokio::net::TcpListener::from_std(socket)?, role))
+                                Ok((accept::Acceptor::new(socket, &role, ring.is_some())?, role))
                             })
                             .collect::<io::Result<Vec<_>>>()
                         {
@@ -314,7 +315,6 @@ impl Server {
                                 return;
                             }
                         };
-                        let ring = accept::ring_for(&listeners, &config);
                         let _ = ready.send(Ok(()));
                         drop(ready);
                         // Drivers that own their sockets (QUIC endpoints),
