@@ -2,7 +2,8 @@
 //!
 //! Sockets and the event loop go through tokio and socket2; what is left
 //! are the few calls neither offers (open-file limits, CPU affinity,
-//! `sendfile` and `send` with `MSG_MORE` for file bodies, anonymous memory
+//! `accept4` straight to non-blocking sockets for io_uring, `sendfile` and
+//! `send` with `MSG_MORE` for file bodies and last responses, anonymous memory
 //! for io_uring's receive buffers and its eventfd, and the calls the
 //! worker's sweep makes on a connection's descriptor from outside its
 //! task). Keeping them here keeps `unsafe` in one reviewed place.
@@ -94,9 +95,35 @@ pub(crate) fn recv_nonblocking(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>])
     }
 }
 
+/// Accepts one connection on the listening socket `listener`, already
+/// non-blocking and close-on-exec (as tokio's accepted sockets are: the
+/// ring's direct `recv` and `sendfile` calls beside its queued operations
+/// must not block the worker) in the same system call; `WouldBlock` when
+/// none is waiting.
+pub(crate) fn accept_nonblocking(listener: RawFd) -> io::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+    // SAFETY: `try_init` hands over storage and a length for a socket
+    // address, which `accept4` fills in and updates, as its contract asks.
+    let (fd, addr) = unsafe {
+        socket2::SockAddr::try_init(|storage, len| {
+            let fd = libc::accept4(listener, storage.cast(), len, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+            if fd < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(fd)
+            }
+        })
+    }?;
+    // SAFETY: `accept4` returned a new descriptor that nothing else owns.
+    let stream = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let peer =
+        addr.as_socket().ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
+    Ok((stream, peer))
+}
+
 /// Sends `buf` on the socket `fd` without blocking, with `MSG_MORE`: the
 /// kernel holds the bytes back to go out with what the next call sends
-/// (a response head and the file body after it, in one segment).
+/// (a response head and the file body after it, in one segment), or with
+/// the `FIN` of a shutdown.
 pub(crate) fn send_more(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the
     // call; send only reads them. On a bad descriptor it fails with EBADF.

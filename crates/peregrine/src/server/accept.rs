@@ -23,7 +23,7 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::net::{TcpListener as StdListener, TcpStream as StdStream};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
@@ -159,7 +159,9 @@ impl Acceptor {
             Acceptor::Ring(listener) => loop {
                 let mut ready = std::task::ready!(listener.poll_read_ready(cx))?;
                 // `WouldBlock` clears the readiness and polls again.
-                if let Ok(result) = ready.try_io(|listener| accept_nonblocking(listener.as_raw_fd())) {
+                if let Ok(result) =
+                    ready.try_io(|listener| crate::sys::accept_nonblocking(listener.as_raw_fd()))
+                {
                     return Poll::Ready(result.map(|(stream, peer)| (Accepted::Plain(stream), peer)));
                 }
             },
@@ -197,31 +199,6 @@ impl Accepted {
             Accepted::Plain(stream) => Ok(stream),
         }
     }
-}
-
-/// Accepts one connection on the listening socket `listener`, already
-/// non-blocking and close-on-exec (as tokio's accepted sockets are: the
-/// ring's direct `recv` and `sendfile` calls beside its queued operations
-/// must not block the worker) in the same system call; `WouldBlock` when
-/// none is waiting.
-fn accept_nonblocking(listener: RawFd) -> io::Result<(StdStream, SocketAddr)> {
-    // SAFETY: `try_init` hands over storage and a length for a socket
-    // address, which `accept4` fills in and updates, as its contract asks.
-    let (fd, addr) = unsafe {
-        socket2::SockAddr::try_init(|storage, len| {
-            let fd = libc::accept4(listener, storage.cast(), len, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-            if fd < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(fd)
-            }
-        })
-    }?;
-    // SAFETY: `accept4` returned a new descriptor that nothing else owns.
-    let stream = unsafe { StdStream::from_raw_fd(fd) };
-    let peer =
-        addr.as_socket().ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
-    Ok((stream, peer))
 }
 
 /// Runs one worker until shutdown is signalled and its connections drain.
@@ -499,11 +476,11 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let fd = listener.as_raw_fd();
         // Nothing waiting: `WouldBlock`, the signal to clear readiness.
-        let empty = accept_nonblocking(fd).map(|_| ()).unwrap_err();
+        let empty = crate::sys::accept_nonblocking(fd).map(|_| ()).unwrap_err();
         assert_eq!(empty.kind(), io::ErrorKind::WouldBlock);
 
         let client = StdStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (stream, peer) = accept_nonblocking(fd).unwrap();
+        let (stream, peer) = crate::sys::accept_nonblocking(fd).unwrap();
         assert_eq!(peer, client.local_addr().unwrap());
         assert_eq!(stream.peer_addr().unwrap(), client.local_addr().unwrap());
         assert_ne!(
