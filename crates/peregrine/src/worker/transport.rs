@@ -48,6 +48,19 @@ impl Io {
         }
     }
 
+    /// [`Io::try_write_now`] for the last output before a shutdown: sent
+    /// with `MSG_MORE`, so a short response leaves with the shutdown's
+    /// `FIN` in one segment (as `UringStream::send_last` does on io_uring).
+    pub(crate) fn try_write_last(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Io::Tcp(s) => {
+                use std::os::fd::AsRawFd;
+                s.try_io(tokio::io::Interest::WRITABLE, || crate::sys::send_more(s.as_raw_fd(), buf))
+            }
+            _ => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     /// The TCP socket, when the bytes go to it as they are (no framing or
     /// encryption in between): what `sendfile(2)` can write to.
     #[inline]

@@ -256,6 +256,11 @@ struct Slot {
     sent: usize,
     send_in_flight: bool,
     send_error: Option<i32>,
+    /// The connection ends after what is being written: sends carry
+    /// `MSG_MORE`, so the kernel holds a short last response back and the
+    /// `FIN` of the shutdown that follows leaves in the same segment (see
+    /// [`UringStream::send_last`]).
+    last_sends: bool,
     /// A direct write (`sendfile(2)`, beside the ring) found the socket's
     /// send buffer full: the writer waits for room with a poll.
     socket_full: bool,
@@ -283,6 +288,7 @@ impl Slot {
             sent: 0,
             send_in_flight: false,
             send_error: None,
+            last_sends: false,
             socket_full: false,
             poll_out: PollOut::Idle,
             write_waker: None,
@@ -735,7 +741,7 @@ impl Inner {
         } else {
             opcode::Send::new(types::Fd(slot.fd), rest.as_ptr(), rest.len() as u32)
         };
-        let entry = entry.build();
+        let entry = if slot.last_sends { entry.flags(libc::MSG_MORE) } else { entry }.build();
         slot.send_in_flight = true;
         self.push(&entry.user_data(tag(SEND, key)));
     }
@@ -1111,6 +1117,22 @@ impl UringStream {
             return Ok(());
         }
         std::future::poll_fn(|cx| self.poll_hand_over(cx, out)).await
+    }
+
+    /// [`UringStream::send_all`] for the last output of a connection that
+    /// [`shutdown`](tokio::io::AsyncWriteExt::shutdown) ends next.
+    ///
+    /// Sent with `MSG_MORE`, a short response waits in the socket for the
+    /// `FIN`, and both leave in one segment: one transmission, and on
+    /// loopback one receive processed and one wake-up of the client, where
+    /// a response with `TCP_NODELAY` and then a shutdown made two. Should
+    /// the shutdown not come, closing the socket sends what it holds all
+    /// the same.
+    pub(crate) async fn send_last(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if let Some(slot) = self.ring.inner.borrow_mut().slots.get_mut(self.key) {
+            slot.last_sends = true;
+        }
+        self.send_all(out).await
     }
 
     /// Queues the send of `out` whole, once the previous send has

@@ -760,7 +760,7 @@ impl<S: 'static> Conn<S> {
     /// the kernel send a reset, which can destroy the response before the
     /// client reads it: half-close and drain briefly first.
     async fn close(&mut self, mut stream: Io) {
-        let _ = self.flush(&mut stream).await;
+        let _ = self.flush_output(&mut stream, true).await;
         let drain = if self.rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
         linger_close(stream, drain).await;
     }
@@ -769,6 +769,11 @@ impl<S: 'static> Conn<S> {
     /// I/O deadline back, and counts towards the minimum response rate the
     /// worker's sweep enforces.
     async fn flush(&mut self, stream: &mut Io) -> std::io::Result<()> {
+        self.flush_output(stream, false).await
+    }
+
+    /// [`Conn::flush`]; `last`: the connection is shut down right after.
+    async fn flush_output(&mut self, stream: &mut Io, last: bool) -> std::io::Result<()> {
         if self.out.is_empty() {
             return Ok(());
         }
@@ -778,14 +783,16 @@ impl<S: 'static> Conn<S> {
         let result = if let Io::Uring(ring) = stream {
             // On io_uring the buffer itself is handed to the ring.
             let len = self.out.len();
-            let result = ring.send_all(&mut self.out).await;
+            let result =
+                if last { ring.send_last(&mut self.out).await } else { ring.send_all(&mut self.out).await };
             if result.is_ok() {
                 timer.moved(len);
             }
             result
         } else {
             // Most responses fit the socket at once: try that first.
-            let result = match stream.try_write_now(&self.out) {
+            let first = if last { stream.try_write_last(&self.out) } else { stream.try_write_now(&self.out) };
+            let result = match first {
                 Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => Err(e),
                 first => {
                     // What the try sent (nothing on `WouldBlock`).
