@@ -184,11 +184,14 @@ impl Accepted {
         }
     }
 
-    /// As a tokio stream, registered with epoll.
-    fn into_tokio(self) -> io::Result<TcpStream> {
+    /// As a tokio stream, registered with epoll; `None` (logged) when the
+    /// registration fails, and the connection is dropped.
+    fn into_tokio(self) -> Option<TcpStream> {
         match self {
-            Accepted::Tokio(stream) => Ok(stream),
-            Accepted::Plain(stream) => TcpStream::from_std(stream),
+            Accepted::Tokio(stream) => Some(stream),
+            Accepted::Plain(stream) => TcpStream::from_std(stream)
+                .inspect_err(|e| tracing::debug!(error = %e, "cannot register an accepted connection"))
+                .ok(),
         }
     }
 
@@ -352,9 +355,8 @@ fn accept<S: 'static>(
             // overloaded worker must not take on: close at once.
             return;
         }
-        match stream.into_tokio() {
-            Ok(stream) => refuse(stream, worker),
-            Err(e) => tracing::debug!(error = %e, "cannot register a connection to refuse"),
+        if let Some(stream) = stream.into_tokio() {
+            refuse(stream, worker);
         }
         return;
     }
@@ -366,13 +368,7 @@ fn accept<S: 'static>(
     let registration = Registration::new(Rc::clone(worker), key);
     #[cfg(feature = "tls")]
     if let Some(acceptor) = &role.tls {
-        let stream = match stream.into_tokio() {
-            Ok(stream) => stream,
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot register an accepted connection");
-                return;
-            }
-        };
+        let Some(stream) = stream.into_tokio() else { return };
         // The handshake is the start of the first request: the header
         // timeout bounds it, from the first byte the client could send.
         timer.arm(Wait::Head, worker.deadline_after(worker.config.header_timeout));
@@ -401,11 +397,8 @@ fn accept<S: 'static>(
             }
         },
         None => match stream.into_tokio() {
-            Ok(stream) => Io::Tcp(stream),
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot register an accepted connection");
-                return;
-            }
+            Some(stream) => Io::Tcp(stream),
+            None => return,
         },
     };
     let (worker, router) = (Rc::clone(worker), Rc::clone(router));
