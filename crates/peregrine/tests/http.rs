@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -520,6 +520,33 @@ fn bad_requests_pipelined_behind_good_ones_get_answers_in_order() {
     assert_eq!(r.status, 400);
     // Nothing after the malformed request is trusted or answered.
     c.expect_closed();
+    server.shutdown();
+}
+
+#[test]
+fn a_malformed_head_with_more_input_behind_it_is_drained_not_reset() {
+    // The server answers `400` and closes while the client's input goes on
+    // arriving, 32 times what the connection's read buffer holds. A socket
+    // closed with input still coming is reset by the kernel; the server
+    // half-closes and drains instead (into the connection's own read
+    // buffer), so every write goes through and the client reads the whole
+    // `400`, then a clean end of stream.
+    let server = start(config());
+    let mut c = Client::connect(server.local_addr());
+    c.send(b"GET /plaintext HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n");
+    // The 400 leaves and the drain begins before the rest arrives.
+    thread::sleep(Duration::from_millis(100));
+    let tail = vec![b'x'; 256 * 1024];
+    for chunk in tail.chunks(16 * 1024) {
+        c.stream.write_all(chunk).expect("a draining server takes the client's input");
+    }
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let r = c.response();
+    assert_eq!(r.status, 400, "{:?}", r.text());
+    assert!(r.says_close());
+    let mut after = Vec::new();
+    c.stream.read_to_end(&mut after).expect("a clean end of stream after the 400, not a reset");
+    assert!(after.is_empty(), "{:?}", String::from_utf8_lossy(&after));
     server.shutdown();
 }
 

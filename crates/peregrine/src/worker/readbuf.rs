@@ -4,6 +4,9 @@
 //! stays for the next read. The buffer grows only as far as the limits let a
 //! request need, and shrinks back once a large body has gone.
 
+/// The least [`ReadBuf::scratch`] lends, for a buffer that holds none.
+const SCRATCH_MIN: usize = 512;
+
 pub(crate) struct ReadBuf {
     buf: Vec<u8>,
     start: usize,
@@ -67,6 +70,18 @@ impl ReadBuf {
         self.end = (self.end + n).min(self.buf.len());
     }
 
+    /// Drops what is buffered and lends the whole buffer, never empty, as
+    /// scratch space: a closing connection drains its client's last bytes
+    /// into it.
+    pub(crate) fn scratch(&mut self) -> &mut [u8] {
+        self.start = 0;
+        self.end = 0;
+        if self.buf.is_empty() {
+            self.buf.resize(SCRATCH_MIN, 0);
+        }
+        &mut self.buf
+    }
+
     /// Returns to the default size if a large request grew the buffer.
     pub(crate) fn shrink(&mut self) {
         if self.buf.len() > self.default_len * 4 && self.len() <= self.default_len {
@@ -101,5 +116,16 @@ mod tests {
         assert!(b.is_empty());
         b.shrink();
         assert_eq!(b.buf.len(), 8);
+    }
+
+    #[test]
+    fn scratch_lends_the_whole_buffer_and_drops_the_data() {
+        let mut b = ReadBuf::new(16);
+        b.spare(1, 0)[..3].copy_from_slice(b"abc");
+        b.filled(3);
+        b.consume(1);
+        assert_eq!(b.scratch().len(), 16);
+        assert!(b.is_empty());
+        assert_eq!(ReadBuf::empty().scratch().len(), SCRATCH_MIN);
     }
 }

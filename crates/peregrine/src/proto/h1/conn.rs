@@ -247,23 +247,34 @@ pub(crate) async fn refuse(mut stream: Io, date: DateBlock) {
     writer(&mut out, &date, Reply::REFUSAL).canned(canned::CONNECTION_LIMIT);
     if tokio::time::timeout(REFUSED_DRAIN, stream.write_all(&out)).await.is_ok() {
         // The client's request is still unread: linger so the 503 is not
-        // lost to a reset.
-        linger_close(stream, REFUSED_DRAIN).await;
+        // lost to a reset. A small sink: a request head, read in pieces.
+        linger_close(stream, REFUSED_DRAIN, &mut [0; REFUSED_SINK]).await;
     }
 }
 
+/// What a refused connection's drain reads at a time: small, since the
+/// refusal's future, this array included, is copied whole when its task is
+/// spawned.
+const REFUSED_SINK: usize = 512;
+
 /// Half-closes `stream`, then discards what the client still sends for up
-/// to `drain`. Closing outright with input pending makes the kernel send a
-/// reset, which can destroy the last response before the client reads it
-/// (RFC 9112 §9.6).
-pub(crate) async fn linger_close(mut stream: Io, drain: Duration) {
+/// to `drain`, reading it into `sink`. Closing outright with input pending
+/// makes the kernel send a reset, which can destroy the last response
+/// before the client reads it (RFC 9112 §9.6).
+///
+/// The sink is the caller's: a connection lends its read buffer. An array
+/// of its own here (4 KiB) made every HTTP/1.1 connection's future 4 KiB
+/// larger, copied whole when the connection's task was spawned, and was
+/// zeroed at every linger: on connections that each carried one garbage
+/// request, 4,096 of the 12,336 bytes set and about 3,700 of the 3,735
+/// copied per connection (callgrind).
+pub(crate) async fn linger_close(mut stream: Io, drain: Duration, sink: &mut [u8]) {
     let _ = stream.shutdown().await;
     if drain.is_zero() {
         return;
     }
-    let mut sink = [0u8; 4096];
     let discard = async {
-        while let Ok(n) = stream.read(&mut sink).await {
+        while let Ok(n) = stream.read(sink).await {
             if n == 0 {
                 break;
             }
@@ -590,7 +601,7 @@ impl<S: 'static> Conn<S> {
             return Some(stream);
         }
         let _ = self.flush(&mut stream).await;
-        linger_close(stream, UNREAD_DRAIN).await;
+        linger_close(stream, UNREAD_DRAIN, self.rbuf.scratch()).await;
         None
     }
 
@@ -762,7 +773,7 @@ impl<S: 'static> Conn<S> {
     async fn close(&mut self, mut stream: Io) {
         let _ = self.flush_output(&mut stream, true).await;
         let drain = if self.rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
-        linger_close(stream, drain).await;
+        linger_close(stream, drain, self.rbuf.scratch()).await;
     }
 
     /// Writes all queued output. Each write that makes progress pushes the
