@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::body::{BodyDecoder, BodyError};
 use super::encode::{ConnectionHeader, Encoder, PendingBody, PendingStream};
@@ -248,13 +248,11 @@ pub(crate) async fn refuse(mut stream: Io, date: DateBlock) {
     if tokio::time::timeout(REFUSED_DRAIN, stream.write_all(&out)).await.is_ok() {
         // The client's request is still unread: linger so the 503 is not
         // lost to a reset. A small sink: a request head, read in pieces.
-        linger_close(stream, REFUSED_DRAIN, &mut [0; REFUSED_SINK]).await;
+        linger_close(stream, REFUSED_DRAIN, &mut ReadBuf::new(REFUSED_SINK)).await;
     }
 }
 
-/// What a refused connection's drain reads at a time: small, since the
-/// refusal's future, this array included, is copied whole when its task is
-/// spawned.
+/// What a refused connection's drain reads at a time.
 const REFUSED_SINK: usize = 512;
 
 /// Half-closes `stream`, then discards what the client still sends for up
@@ -268,13 +266,13 @@ const REFUSED_SINK: usize = 512;
 /// zeroed at every linger: on connections that each carried one garbage
 /// request, 4,096 of the 12,336 bytes set and about 3,700 of the 3,735
 /// copied per connection (callgrind).
-pub(crate) async fn linger_close(mut stream: Io, drain: Duration, sink: &mut [u8]) {
+pub(crate) async fn linger_close(mut stream: Io, drain: Duration, sink: &mut ReadBuf) {
     let _ = stream.shutdown().await;
     if drain.is_zero() {
         return;
     }
     let discard = async {
-        while let Ok(n) = stream.read(sink).await {
+        while let Ok(n) = sink.drain_from(&mut stream).await {
             if n == 0 {
                 break;
             }
@@ -601,7 +599,7 @@ impl<S: 'static> Conn<S> {
             return Some(stream);
         }
         let _ = self.flush(&mut stream).await;
-        linger_close(stream, UNREAD_DRAIN, self.rbuf.scratch()).await;
+        linger_close(stream, UNREAD_DRAIN, &mut self.rbuf).await;
         None
     }
 
@@ -773,7 +771,7 @@ impl<S: 'static> Conn<S> {
     async fn close(&mut self, mut stream: Io) {
         let _ = self.flush_output(&mut stream, true).await;
         let drain = if self.rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
-        linger_close(stream, drain, self.rbuf.scratch()).await;
+        linger_close(stream, drain, &mut self.rbuf).await;
     }
 
     /// Writes all queued output. Each write that makes progress pushes the
@@ -860,13 +858,11 @@ impl<S: 'static> Conn<S> {
             (Wait::Body, worker.deadline_after(worker.config.io_timeout))
         };
         self.timer.arm(wait, deadline);
-        let spare = self.rbuf.spare(MIN_READ, need);
-        match stream.read(spare).await {
+        match self.rbuf.read_from(stream, MIN_READ, need).await {
             Ok(0) | Err(_) if self.timer.read_timed_out() => Input::TimedOut,
             Ok(0) | Err(_) => Input::Closed,
             Ok(n) => {
                 self.timer.moved(n);
-                self.rbuf.filled(n);
                 Input::More
             }
         }

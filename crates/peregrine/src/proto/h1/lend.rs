@@ -150,7 +150,7 @@ impl Lent {
             self.timer.arm(Wait::Body, self.worker.deadline_after(self.worker.config.io_timeout));
             let read = match direct {
                 Some(len) => self.stream.read(&mut buf[..len]).await,
-                None => self.stream.read(self.rbuf.spare(BODY_READ, 0)).await,
+                None => self.rbuf.read_from(&mut self.stream, BODY_READ, 0).await,
             };
             self.timer.arm(Wait::Busy, u64::MAX);
             match read {
@@ -165,7 +165,6 @@ impl Lent {
                 Ok(n) => {
                     self.timer.moved(n);
                     if direct.is_none() {
-                        self.rbuf.filled(n);
                         continue;
                     }
                     // The bytes are already where the handler wants them:
