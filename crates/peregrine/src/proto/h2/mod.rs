@@ -64,6 +64,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use self::core::Core;
 use crate::router::Router;
+use crate::worker::readbuf::ReadBuf;
 use crate::worker::timer::{ConnTimer, Wait};
 use crate::worker::{Registration, Worker};
 use activity::Activity;
@@ -218,16 +219,17 @@ pub(crate) async fn serve<T, S>(
 /// The drain is bounded in bytes too: a client flooding the connection
 /// (which is often why it failed) is not read on.
 ///
-/// The sink is allocated here, not an array in the future: an array made
-/// every HTTP/2 connection's future 4 KiB larger, copied whole when its
-/// task was spawned, for a path only failed connections take.
+/// The sink is a read buffer allocated here (not zeroed), not an array in
+/// the future: an array made every HTTP/2 connection's future 4 KiB
+/// larger, copied whole when its task was spawned, for a path only failed
+/// connections take.
 async fn close_draining<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) {
     let _ = io.shutdown().await;
-    let mut sink = vec![0u8; 4096];
+    let mut sink = ReadBuf::new(DRAIN_READ);
     let drain = async {
         let mut left = DRAIN_BYTES;
         while left > 0 {
-            match io.read(&mut sink).await {
+            match sink.drain_from(io).await {
                 Ok(n) if n > 0 => left = left.saturating_sub(n),
                 _ => return,
             }
@@ -238,6 +240,8 @@ async fn close_draining<T: AsyncRead + AsyncWrite + Unpin>(io: &mut T) {
 
 /// The most a closing connection reads from its client.
 const DRAIN_BYTES: usize = 256 * 1024;
+/// What it reads at a time.
+const DRAIN_READ: usize = 4096;
 
 /// One turn of the connection: writes what is queued, then waits for
 /// input, a stream task's output, or the shutdown.
