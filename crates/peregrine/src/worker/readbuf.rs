@@ -111,10 +111,8 @@ impl ReadBuf {
         min: usize,
         total: usize,
     ) -> impl Future<Output = io::Result<usize>> + 'a {
-        poll_fn(move |cx| {
-            self.make_room(min, total);
-            self.poll_fill(stream, cx)
-        })
+        self.make_room(min, total);
+        poll_fn(move |cx| self.poll_fill(stream, cx))
     }
 
     /// One poll of `stream` into the spare capacity.
