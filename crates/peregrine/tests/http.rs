@@ -83,6 +83,31 @@ fn request_split_at_every_byte_boundary_gets_one_response() {
     server.shutdown();
 }
 
+/// On io_uring a connection's input arrives in receives, and the one
+/// after an answer is parsed where it was received. While a handler runs,
+/// the next request can arrive cut over two receives (two writes, both in
+/// before the handler ends): whole only once both are read. A driver that
+/// waited for more input after the first would hang until the idle
+/// timeout.
+#[test]
+fn request_cut_over_two_writes_while_a_handler_runs_is_answered() {
+    let server = start(config());
+    let mut c = Client::connect(server.local_addr());
+    for cut in [1, 9, 17, get("/id/7").len() - 1] {
+        let next = get("/id/7");
+        c.send(&get("/sleep/100"));
+        thread::sleep(Duration::from_millis(20));
+        c.send(&next[..cut]);
+        thread::sleep(Duration::from_millis(20));
+        c.send(&next[cut..]);
+        let started = Instant::now();
+        assert_eq!(c.response().text(), "slept 100", "cut at {cut}");
+        assert_eq!(c.response().text(), "id 7", "cut at {cut}");
+        assert!(started.elapsed() < Duration::from_secs(2), "cut at {cut}: {:?}", started.elapsed());
+    }
+    server.shutdown();
+}
+
 #[test]
 fn request_sent_one_byte_per_write_gets_one_response() {
     let server = start(config());

@@ -2,7 +2,10 @@
 //!
 //! Requests are parsed in place from [`ReadBuf::data`]; a partial request
 //! stays for the next read. The buffer grows only as far as the limits let a
-//! request need, and shrinks back once a large body has gone.
+//! request need, and shrinks back once a large body has gone. On io_uring,
+//! HTTP/1.1 parses from the ring's receive buffers while this one is empty,
+//! and only what must wait for more input is copied here
+//! ([`ReadBuf::append`]; see `proto::h1::conn`).
 //!
 //! Its free space is never zeroed: reads go straight into the vector's
 //! spare capacity through tokio's [`ReadBuf`](tokio::io::ReadBuf), which
@@ -64,6 +67,12 @@ impl ReadBuf {
         if self.start == self.buf.len() {
             self.clear();
         }
+    }
+
+    /// Appends `bytes`, input received elsewhere, after the data.
+    pub(crate) fn append(&mut self, bytes: &[u8]) {
+        self.make_room(bytes.len(), 0);
+        self.buf.extend_from_slice(bytes);
     }
 
     /// Drops what is buffered.

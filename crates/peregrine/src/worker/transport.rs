@@ -61,6 +61,25 @@ impl Io {
         }
     }
 
+    /// Input received and not yet read that can be parsed where it lies
+    /// (io_uring's receive buffers; see `UringStream::received`); empty on
+    /// every other transport, whose input is read into the caller's buffer.
+    #[inline]
+    pub(crate) fn received(&self) -> &[u8] {
+        match self {
+            Io::Uring(s) => s.received(),
+            _ => &[],
+        }
+    }
+
+    /// Marks the first `n` bytes of [`Io::received`] read.
+    #[inline]
+    pub(crate) fn consume_received(&mut self, n: usize) {
+        if let Io::Uring(s) = self {
+            s.consume_received(n);
+        }
+    }
+
     /// The TCP socket, when the bytes go to it as they are (no framing or
     /// encryption in between): what `sendfile(2)` can write to.
     #[inline]

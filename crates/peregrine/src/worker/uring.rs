@@ -1068,6 +1068,85 @@ impl AsyncRead for UringStream {
     }
 }
 
+/// Input read in place: a reader that can parse straight from the ring's
+/// receive buffers borrows the first unread segment ([`UringStream::received`]),
+/// says how much of it it used ([`UringStream::consume_received`]), and waits
+/// for more without a buffer of its own ([`UringStream::poll_received`]).
+/// HTTP/1.1 does (see `proto::h1::conn`); everything else reads through
+/// [`AsyncRead`], which copies.
+impl UringStream {
+    /// The first received bytes not yet read, where the kernel put them;
+    /// empty if there are none. More may follow in later segments.
+    pub(crate) fn received(&self) -> &[u8] {
+        let inner = self.ring.inner.borrow();
+        let Some(slot) = inner.slots.get(self.key) else { return &[] };
+        let Some(&segment) = slot.received.front() else { return &[] };
+        let bytes = &inner.buffers.bytes(segment)[slot.offset..];
+        // SAFETY: the bytes lie in `ProvidedBuffers::data`, a mapping that
+        // lives as long as the ring, which `self.ring` keeps alive, and
+        // the kernel wrote them before posting their completion. It writes
+        // into this part of the buffer again only after the buffer goes
+        // back to it, and that needs this segment released: only
+        // `consume_received`, `poll_read` and the stream's drop release a
+        // stream's segments, and each needs `&mut self` or `self`, which
+        // the returned borrow of `self` excludes until it ends. (The
+        // completion handler only appends segments, and releases only
+        // those of dropped streams.)
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr(), bytes.len()) }
+    }
+
+    /// Marks the first `n` bytes of [`UringStream::received`] read; a
+    /// segment read to its end goes back to the worker's buffers.
+    pub(crate) fn consume_received(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut inner = self.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.slots.get_mut(self.key) else { return };
+        let Some(&segment) = slot.received.front() else { return };
+        slot.offset = (slot.offset + n).min(segment.len as usize);
+        if slot.offset == segment.len as usize {
+            slot.received.pop_front();
+            slot.offset = 0;
+            inner.buffers.release(segment.bid);
+            inner.rearm_starved_soon();
+        }
+    }
+
+    /// Whether the next wait for input can be [`UringStream::poll_received`]:
+    /// not when the last receive took all it could, so that a large body
+    /// is read straight from the socket by [`AsyncRead::poll_read`].
+    pub(crate) fn waits_in_place(&self) -> bool {
+        let inner = self.ring.inner.borrow();
+        inner.slots.get(self.key).is_some_and(|slot| !slot.bulk || slot.recv_armed)
+    }
+
+    /// Waits until input has been received, without reading it: ready
+    /// with the length of [`UringStream::received`], 0 at the end of the
+    /// stream.
+    pub(crate) fn poll_received(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let mut inner = self.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.slots.get_mut(self.key) else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        if let Some(segment) = slot.received.front() {
+            return Poll::Ready(Ok(segment.len as usize - slot.offset));
+        }
+        match slot.recv_end {
+            Some(0) => return Poll::Ready(Ok(0)),
+            Some(err) => return Poll::Ready(Err(io::Error::from_raw_os_error(-err))),
+            None => {}
+        }
+        keep_waker(&mut slot.read_waker, cx);
+        if !slot.recv_armed {
+            inner.queue_receive(self.key);
+        }
+        Poll::Pending
+    }
+}
+
 impl UringStream {
     /// Takes up to [`MAX_SEND`] bytes of `bufs` into the connection's send
     /// buffer and queues their send, once the previous send has completed.

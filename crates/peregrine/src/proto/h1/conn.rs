@@ -192,7 +192,7 @@ pub(crate) async fn serve<S: 'static>(
         if conn.pending.is_some() && !conn.send_pending(&mut stream).await {
             return conn.close(stream).await;
         }
-        match conn.step() {
+        match conn.step(&mut stream) {
             Step::Continue => {
                 if conn.out.len() >= FLUSH_THRESHOLD && conn.flush(&mut stream).await.is_err() {
                     return;
@@ -414,14 +414,81 @@ fn refused_body(e: BodyError) -> Canned<'static> {
 }
 
 impl<S: 'static> Conn<S> {
-    /// Parses the next request in the buffer and answers it if it can be
-    /// answered synchronously.
-    fn step(&mut self) -> Step {
+    /// Answers the requests waiting, as far as they can be answered
+    /// synchronously: from the read buffer, or, when that is empty, from
+    /// the input `stream` received in place (io_uring's receive buffers).
+    ///
+    /// Parsed in place, a request is never copied: copying each batch of
+    /// 16 pipelined plaintext requests (about 2.5 KB) into the read buffer
+    /// was 3.8% of the worker's time, and the copy's destination, a buffer
+    /// per connection, took 61% of user space's last-level cache write
+    /// misses at 256 connections (callgrind's cache simulation). Whatever
+    /// a step leaves that is read from the read buffer afterwards (a
+    /// partial request, a streamed body, a protocol switch, the input a
+    /// closing connection discards) moves there first.
+    ///
+    /// Requests answered at once are answered in a run, and their input
+    /// consumed once for the run: in place, taking the segment and
+    /// consuming it again for each request of a pipelined batch cost
+    /// plaintext about 120 instructions a request.
+    fn step(&mut self, stream: &mut Io) -> Step {
+        // Out of `self` while requests borrow from it (a move of a few
+        // words, once a run).
+        let mut rbuf = std::mem::replace(&mut self.rbuf, ReadBuf::empty());
+        let in_place = rbuf.is_empty();
+        let input = if in_place { stream.received() } else { rbuf.data() };
+        let mut consumed = 0;
+        let step = loop {
+            let data = &input[consumed..];
+            if data.is_empty() {
+                break Step::Read { need: 0 };
+            }
+            let (step, used) = self.answer(data);
+            consumed += used;
+            match step {
+                Step::Continue
+                    if self.out.len() < FLUSH_THRESHOLD
+                        && self.pending.is_none()
+                        && self.upgrade.is_none() => {}
+                step => break step,
+            }
+        };
+        if !in_place {
+            rbuf.consume(consumed);
+            self.rbuf = rbuf;
+            return step;
+        }
+        let seen = input.len() - consumed;
+        stream.consume_received(consumed);
+        // Only the next request is parsed in place, after this one's answer
+        // (or its handler's). Everything else reads the read buffer.
+        if !matches!(step, Step::Continue | Step::Await { .. }) || self.upgrade.is_some() {
+            loop {
+                let rest = stream.received();
+                if rest.is_empty() {
+                    break;
+                }
+                let n = rest.len();
+                rbuf.append(rest);
+                stream.consume_received(n);
+            }
+        }
+        // A request cut where one receive ended may be whole with the
+        // next: parse it again, from the read buffer.
+        let step = if matches!(step, Step::Read { .. }) && rbuf.len() > seen { Step::Continue } else { step };
+        self.rbuf = rbuf;
+        step
+    }
+
+    /// Parses the request at the start of `data` and answers it if it can
+    /// be answered synchronously. Returns what the loop does next and how
+    /// many bytes of `data` the request took (0 if it is not complete).
+    fn answer(&mut self, data: &[u8]) -> (Step, usize) {
         let Conn {
             worker,
             router,
             timer,
-            rbuf,
+            rbuf: _,
             out,
             body,
             head_deadline,
@@ -433,10 +500,6 @@ impl<S: 'static> Conn<S> {
             h2c,
             upgrade,
         } = self;
-        let data = rbuf.data();
-        if data.is_empty() {
-            return Step::Read { need: 0 };
-        }
         let date = worker.date();
 
         // 1. Parse the head.
@@ -448,12 +511,12 @@ impl<S: 'static> Conn<S> {
             Ok(Some(head)) => head,
             Ok(None) => {
                 head_deadline.get_or_insert_with(|| worker.deadline_after(worker.config.header_timeout));
-                return Step::Read { need: 0 };
+                return (Step::Read { need: 0 }, 0);
             }
-            Err(_) if *h2c && data.starts_with(h2::PREFACE_START) => return Step::Http2,
+            Err(_) if *h2c && data.starts_with(h2::PREFACE_START) => return (Step::Http2, 0),
             Err(e) => {
                 writer(out, &date, Reply::REFUSAL).canned(Canned::status(e.status(), e.reason()));
-                return Step::Close;
+                return (Step::Close, 0);
             }
         };
 
@@ -470,15 +533,14 @@ impl<S: 'static> Conn<S> {
                     Ok(decoder) => decoder,
                     Err(e) => {
                         writer(out, &date, Reply::REFUSAL).canned(refused_body(e));
-                        return Step::Close;
+                        return (Step::Close, 0);
                     }
                 };
                 let req = request(head, *peer, params(&lookup), &[]);
                 let prepared = pipeline::prepare_stream(&lookup, &req, router.state());
                 let (expect_continue, has_body) = (head.expect_continue, head.framing != Framing::None);
-                rbuf.consume(head.len);
                 *head_deadline = None;
-                return match prepared {
+                let step = match prepared {
                     Ok(consumer) => Step::Stream { consumer, decoder, expect_continue, reply },
                     Err(response) => {
                         // The body is never read, so what follows it is
@@ -492,6 +554,7 @@ impl<S: 'static> Conn<S> {
                         }
                     }
                 };
+                return (step, head.len);
             }
             // A client waiting for `100 Continue` before sending a body
             // nobody will read gets its answer at once; the body may still
@@ -517,11 +580,11 @@ impl<S: 'static> Conn<S> {
                             out.extend_from_slice(canned::HTTP1_CONTINUE);
                             *continue_sent = true;
                         }
-                        return Step::Read { need };
+                        return (Step::Read { need }, 0);
                     }
                     Framed::Refused(e) => {
                         writer(out, &date, Reply::REFUSAL).canned(refused_body(e));
-                        return Step::Close;
+                        return (Step::Close, 0);
                     }
                 }
             }
@@ -544,7 +607,6 @@ impl<S: 'static> Conn<S> {
             Dispatched::Panicked => Step::Close,
             Dispatched::Pending(fut) => Step::Await { fut, reply },
         };
-        rbuf.consume(total);
         *head_deadline = None;
         *continue_sent = false;
         *h2c = false;
@@ -552,7 +614,7 @@ impl<S: 'static> Conn<S> {
         if body.capacity() > KEEP_OUT_CAPACITY {
             *body = Vec::new();
         }
-        step
+        (step, total)
     }
 
     /// Lends the connection's input to a streaming handler, runs it, takes
@@ -858,7 +920,15 @@ impl<S: 'static> Conn<S> {
             (Wait::Body, worker.deadline_after(worker.config.io_timeout))
         };
         self.timer.arm(wait, deadline);
-        match self.rbuf.read_from(stream, MIN_READ, need).await {
+        let read = match stream {
+            // Nothing buffered: the next request is parsed where the ring
+            // received it (see `step`).
+            Io::Uring(ring) if self.rbuf.is_empty() && ring.waits_in_place() => {
+                std::future::poll_fn(|cx| ring.poll_received(cx)).await
+            }
+            _ => self.rbuf.read_from(stream, MIN_READ, need).await,
+        };
+        match read {
             Ok(0) | Err(_) if self.timer.read_timed_out() => Input::TimedOut,
             Ok(0) | Err(_) => Input::Closed,
             Ok(n) => {
