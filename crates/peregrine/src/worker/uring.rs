@@ -301,6 +301,24 @@ impl Slot {
         self.received.iter().map(|segment| segment.len as usize).sum::<usize>() - self.offset
     }
 
+    /// Whether the next read asks the socket directly, beside the ring:
+    /// the last receive took all it could, and none is armed.
+    #[inline]
+    fn reads_directly(&self) -> bool {
+        self.bulk && !self.recv_armed
+    }
+
+    /// How input ended for good, once it has and every byte received is
+    /// read: `Ok` at the end of the stream, else the receive's error.
+    #[inline]
+    fn input_ended(&self) -> Option<io::Result<()>> {
+        match self.recv_end {
+            Some(0) => Some(Ok(())),
+            Some(err) => Some(Err(io::Error::from_raw_os_error(-err))),
+            None => None,
+        }
+    }
+
     /// Whether the kernel still holds an operation of this slot's.
     fn busy(&self) -> bool {
         (self.recv_armed && !self.recv_deferred) || self.send_in_flight || self.poll_out == PollOut::Armed
@@ -762,6 +780,24 @@ impl Inner {
         }
     }
 
+    /// Has the reader of `key` woken by `cx` when input arrives, arming
+    /// what waits for it unless something is armed already: a `POLLIN`
+    /// poll when the reader will read `directly` (it has room for a large
+    /// body), else a receive into the provided buffers.
+    #[inline]
+    fn await_input(&mut self, key: usize, cx: &Context<'_>, directly: bool) {
+        let Some(slot) = self.slots.get_mut(key) else { return };
+        keep_waker(&mut slot.read_waker, cx);
+        if slot.recv_armed {
+            return;
+        }
+        if directly {
+            self.arm_poll_in(key);
+        } else {
+            self.queue_receive(key);
+        }
+    }
+
     /// Waits in the ring for input to read directly.
     fn arm_poll_in(&mut self, key: usize) {
         let Some(slot) = self.slots.get_mut(key) else { return };
@@ -1022,12 +1058,10 @@ impl AsyncRead for UringStream {
             inner.rearm_starved_soon();
             return Poll::Ready(Ok(()));
         }
-        match slot.recv_end {
-            Some(0) => return Poll::Ready(Ok(())),
-            Some(err) => return Poll::Ready(Err(io::Error::from_raw_os_error(-err))),
-            None => {}
+        if let Some(ended) = slot.input_ended() {
+            return Poll::Ready(ended);
         }
-        if slot.bulk && !slot.recv_armed && buf.remaining() > 0 {
+        if slot.reads_directly() && buf.remaining() > 0 {
             // A large body arriving: read it straight into the reader's
             // buffer, as much as it has room for, as epoll would (a ring
             // receive takes at most MAX_RECV, and a loop turn each).
@@ -1056,14 +1090,7 @@ impl AsyncRead for UringStream {
                 }
             }
         }
-        keep_waker(&mut slot.read_waker, cx);
-        if !slot.recv_armed {
-            if buf.remaining() >= DIRECT_READ_ROOM {
-                inner.arm_poll_in(this.key);
-            } else {
-                inner.queue_receive(this.key);
-            }
-        }
+        inner.await_input(this.key, cx, buf.remaining() >= DIRECT_READ_ROOM);
         Poll::Pending
     }
 }
@@ -1119,7 +1146,7 @@ impl UringStream {
     /// is read straight from the socket by [`AsyncRead::poll_read`].
     pub(crate) fn waits_in_place(&self) -> bool {
         let inner = self.ring.inner.borrow();
-        inner.slots.get(self.key).is_some_and(|slot| !slot.bulk || slot.recv_armed)
+        inner.slots.get(self.key).is_some_and(|slot| !slot.reads_directly())
     }
 
     /// Waits until input has been received, without reading it: ready
@@ -1134,15 +1161,10 @@ impl UringStream {
         if let Some(segment) = slot.received.front() {
             return Poll::Ready(Ok(segment.len as usize - slot.offset));
         }
-        match slot.recv_end {
-            Some(0) => return Poll::Ready(Ok(0)),
-            Some(err) => return Poll::Ready(Err(io::Error::from_raw_os_error(-err))),
-            None => {}
+        if let Some(ended) = slot.input_ended() {
+            return Poll::Ready(ended.map(|()| 0));
         }
-        keep_waker(&mut slot.read_waker, cx);
-        if !slot.recv_armed {
-            inner.queue_receive(self.key);
-        }
+        inner.await_input(self.key, cx, false);
         Poll::Pending
     }
 }
