@@ -8,7 +8,7 @@
 
 use super::levels::Level;
 use crate::rig::procfs::CpuTicks;
-use crate::rig::stats::{median, per_cpu_second, ratio, spread, Spread};
+use crate::rig::stats::{median, median_interval, per_cpu_second, ratio, spread, MedianInterval, Spread};
 use crate::rig::wrk::WrkReport;
 use serde::{Deserialize, Serialize};
 
@@ -180,6 +180,14 @@ pub struct Summary {
     /// The same for requests per CPU-second.
     #[serde(default)]
     pub round_ratio_requests_per_cpu_second: Option<f64>,
+    /// How far off those two medians of round ratios could be: a
+    /// distribution-free interval holding the median of the round ratios'
+    /// distribution with the confidence it gives (see
+    /// [`median_interval`]).
+    #[serde(default)]
+    pub round_ratio_interval_requests_per_sec: Option<MedianInterval>,
+    #[serde(default)]
+    pub round_ratio_interval_requests_per_cpu_second: Option<MedianInterval>,
 }
 
 #[cfg(test)]
@@ -210,6 +218,8 @@ impl Summary {
             ratio_requests_per_cpu_second: None,
             round_ratio_requests_per_sec: None,
             round_ratio_requests_per_cpu_second: None,
+            round_ratio_interval_requests_per_sec: None,
+            round_ratio_interval_requests_per_cpu_second: None,
         }
     }
 }
@@ -247,17 +257,23 @@ pub fn summarize(test: &str, level: Level, server: &str, runs: &[&RunRecord]) ->
         ratio_requests_per_cpu_second: None,
         round_ratio_requests_per_sec: None,
         round_ratio_requests_per_cpu_second: None,
+        round_ratio_interval_requests_per_sec: None,
+        round_ratio_interval_requests_per_cpu_second: None,
     }
 }
 
 /// Fills in each summary's per-round ratios to the baseline (see
-/// [`Summary::round_ratio_requests_per_sec`]) from the clean runs of its
-/// test and level; left empty without a round where both ran clean.
+/// [`Summary::round_ratio_requests_per_sec`]) and their intervals from the
+/// clean runs of its test and level; left empty without a round where both
+/// ran clean.
 pub fn add_round_ratios(summaries: &mut [Summary], runs: &[RunRecord], baseline: &str) {
     for summary in summaries.iter_mut() {
-        let (per_sec, per_cpu) = round_ratios(runs, &summary.test, summary.level, &summary.server, baseline);
-        summary.round_ratio_requests_per_sec = per_sec;
-        summary.round_ratio_requests_per_cpu_second = per_cpu;
+        let (per_sec, per_cpu) =
+            round_ratio_samples(runs, &summary.test, summary.level, &summary.server, baseline);
+        summary.round_ratio_requests_per_sec = median(&per_sec);
+        summary.round_ratio_requests_per_cpu_second = median(&per_cpu);
+        summary.round_ratio_interval_requests_per_sec = median_interval(&per_sec);
+        summary.round_ratio_interval_requests_per_cpu_second = median_interval(&per_cpu);
     }
 }
 
@@ -271,6 +287,32 @@ pub fn round_ratios(
     server: &str,
     other: &str,
 ) -> (Option<f64>, Option<f64>) {
+    let (per_sec, per_cpu) = round_ratio_samples(runs, test, level, server, other);
+    (median(&per_sec), median(&per_cpu))
+}
+
+/// The intervals of the medians of [`round_ratios`] (see
+/// [`median_interval`]).
+pub fn round_ratio_intervals(
+    runs: &[RunRecord],
+    test: &str,
+    level: Level,
+    server: &str,
+    other: &str,
+) -> (Option<MedianInterval>, Option<MedianInterval>) {
+    let (per_sec, per_cpu) = round_ratio_samples(runs, test, level, server, other);
+    (median_interval(&per_sec), median_interval(&per_cpu))
+}
+
+/// `server`'s figures over `other`'s, round by round (rounds where both
+/// ran clean): requests/s, then requests per CPU-second.
+fn round_ratio_samples(
+    runs: &[RunRecord],
+    test: &str,
+    level: Level,
+    server: &str,
+    other: &str,
+) -> (Vec<f64>, Vec<f64>) {
     let mut per_sec = Vec::new();
     let mut per_cpu = Vec::new();
     let same_cell = |r: &&RunRecord| r.test == test && r.level == level;
@@ -281,7 +323,7 @@ pub fn round_ratios(
         per_sec.extend(ratio(Some(mine.wrk.requests_per_sec), Some(theirs.wrk.requests_per_sec)));
         per_cpu.extend(ratio(mine.requests_per_cpu_second, theirs.requests_per_cpu_second));
     }
-    (median(&per_sec), median(&per_cpu))
+    (per_sec, per_cpu)
 }
 
 /// Fills in each summary's ratios against the baseline server's summary for
@@ -451,5 +493,10 @@ mod tests {
         // Same ticks for every run: per CPU-second follows requests.
         assert_eq!(summaries[0].round_ratio_requests_per_cpu_second, Some(1.2));
         assert_eq!(summaries[1].round_ratio_requests_per_sec, Some(1.0));
+        // Three rounds bound the median by their range, at 1 - 2/8.
+        let interval = summaries[0].round_ratio_interval_requests_per_sec.expect("interval");
+        assert_eq!((interval.low, interval.high, interval.confidence), (1.2, 2.4, 0.75));
+        let (per_sec, _) = round_ratio_intervals(&runs, "plaintext", LEVEL, "a", "b");
+        assert_eq!(per_sec, Some(interval));
     }
 }

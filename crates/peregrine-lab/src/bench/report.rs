@@ -13,7 +13,7 @@ use super::levels::TestLevels;
 use super::load::TfbClient;
 use super::records::{RunRecord, Summary};
 use super::versus::{self, Sides};
-use crate::rig::stats::{count, times, Spread};
+use crate::rig::stats::{count, times, times_interval, Spread};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -323,15 +323,25 @@ fn client_table(out: &mut String, t: &TestLevels, rows: &[&Summary]) {
 
 /// Each row's ratios to the baseline taken round by round, then their
 /// median (see [`Summary::round_ratio_requests_per_sec`]): on a machine
-/// whose speed drifts, steadier than the ratio of medians. Only with more
-/// than one round, where it can differ.
+/// whose speed drifts, steadier than the ratio of medians. Beside each, the
+/// interval that median could lie in (see [`median_interval`]), so that a
+/// difference narrower than the machine's noise reads as such. Only with
+/// more than one round, where it can differ.
+///
+/// [`median_interval`]: crate::rig::stats::median_interval
 fn round_ratio_table(out: &mut String, t: &TestLevels, rows: &[&Summary], base: &str) {
     if rows.iter().all(|r| r.clean_runs < 2 || r.round_ratio_requests_per_sec.is_none()) {
         return;
     }
     let first = format!("vs {base}, median of round ratios: req/s");
-    side_table(out, t, rows, &[&first, "req/CPU-s"], |row| {
-        vec![times(row.round_ratio_requests_per_sec), times(row.round_ratio_requests_per_cpu_second)]
+    let columns = [first.as_str(), "its interval", "req/CPU-s", "its interval"];
+    side_table(out, t, rows, &columns, |row| {
+        vec![
+            times(row.round_ratio_requests_per_sec),
+            times_interval(row.round_ratio_interval_requests_per_sec),
+            times(row.round_ratio_requests_per_cpu_second),
+            times_interval(row.round_ratio_interval_requests_per_cpu_second),
+        ]
     });
 }
 

@@ -23,8 +23,8 @@
 //! [`Summary::round_ratio_requests_per_sec`]).
 
 use super::levels::TestLevels;
-use super::records::{round_ratios, RunRecord, Summary};
-use crate::rig::stats::{count, ratio, times};
+use super::records::{round_ratio_intervals, round_ratios, RunRecord, Summary};
+use crate::rig::stats::{count, ratio, times, times_interval, MedianInterval};
 use std::fmt::Write as _;
 
 /// Who the section compares: the subject, its peers and the floors, all
@@ -80,8 +80,9 @@ struct Lead {
     /// The smallest, over the peers, of the median over rounds of the
     /// subject's figure over the peer's in the same round, and that peer.
     /// Usually the best peer's; another's when the subject's lead over it
-    /// held less steadily from round to round.
-    of_rounds: Option<(String, f64)>,
+    /// held less steadily from round to round. Then the interval that
+    /// median could lie in ([`MedianInterval`]), with three rounds or more.
+    of_rounds: Option<(String, f64, Option<MedianInterval>)>,
 }
 
 /// Which figure of a summary.
@@ -99,8 +100,8 @@ impl Figure {
         }
     }
 
-    /// This figure of a pair from [`round_ratios`].
-    fn pick(self, (per_sec, per_cpu): (Option<f64>, Option<f64>)) -> Option<f64> {
+    /// This figure of a pair from [`round_ratios`] or [`round_ratio_intervals`].
+    fn pick<T>(self, (per_sec, per_cpu): (Option<T>, Option<T>)) -> Option<T> {
         match self {
             Figure::RequestsPerSec => per_sec,
             Figure::RequestsPerCpuSecond => per_cpu,
@@ -121,7 +122,10 @@ fn lead(sides: &Sides, rows: &[&Summary], runs: &[RunRecord], figure: Figure) ->
     let of_rounds = peers()
         .filter_map(|peer| {
             let pair = round_ratios(runs, &subject.test, subject.level, &sides.subject, &peer.server);
-            figure.pick(pair).map(|r| (peer.server.clone(), r))
+            let median = figure.pick(pair)?;
+            let intervals =
+                round_ratio_intervals(runs, &subject.test, subject.level, &sides.subject, &peer.server);
+            Some((peer.server.clone(), median, figure.pick(intervals)))
         })
         .min_by(|a, b| a.1.total_cmp(&b.1));
     Lead { best, of_medians, of_rounds }
@@ -129,9 +133,14 @@ fn lead(sides: &Sides, rows: &[&Summary], runs: &[RunRecord], figure: Figure) ->
 
 fn against(lead: &Lead) -> String {
     let Some((name, median)) = &lead.best else { return "no peer ran clean".into() };
+    // Two rounds bound nothing worth printing (their range, at 50%).
+    let interval = |i: &Option<MedianInterval>| match i {
+        Some(i) if i.confidence > 0.5 => format!(" [{}]", times_interval(Some(*i))),
+        _ => String::new(),
+    };
     let rounds = match &lead.of_rounds {
-        Some((peer, r)) if peer != name => format!("{} ({peer})", times(Some(*r))),
-        Some((_, r)) => times(Some(*r)),
+        Some((peer, r, i)) if peer != name => format!("{}{} ({peer})", times(Some(*r)), interval(i)),
+        Some((_, r, i)) => format!("{}{}", times(Some(*r)), interval(i)),
         None => "—".into(),
     };
     format!("{name} {}: {}; {rounds}", count(*median), times(lead.of_medians))
@@ -157,7 +166,9 @@ pub fn section(
         out,
         "Peers: {}. Floors: {}. On each figure the best peer is the one with the highest median; \
          each cell gives its median, then the subject's ratio to it: of medians; median of round \
-         ratios (the smallest such median over all peers, naming the peer when it is another). The floor column is the subject's requests per CPU-second over the floor's (of \
+         ratios (the smallest such median over all peers, naming the peer when it is another), \
+         with, from three rounds on, the interval in brackets that holds the median of the round \
+         ratios with the confidence given (order statistics, no assumption about the noise). The floor column is the subject's requests per CPU-second over the floor's (of \
          medians; median of round ratios).\n",
         listed(&sides.peers),
         listed(&sides.floors)
@@ -291,10 +302,14 @@ mod tests {
         let per_sec = lead(&sides, &rows, &runs, Figure::RequestsPerSec);
         assert_eq!(per_sec.best, Some(("a".into(), 120.0)));
         assert!((per_sec.of_medians.unwrap() - 1.25).abs() < 1e-9, "{per_sec:?}");
-        let (closest, of_rounds) = per_sec.of_rounds.clone().unwrap();
+        let (closest, of_rounds, interval) = per_sec.of_rounds.clone().unwrap();
         assert_eq!(closest, "c");
         assert!((of_rounds - 100.0 / 90.0).abs() < 1e-9, "{per_sec:?}");
-        assert_eq!(against(&per_sec), "a 120: 1.25×; 1.11× (c)");
+        // Over c, rounds gave 1.11x, 1.07x and 1.5x: their range, at 75%.
+        let interval = interval.expect("three rounds");
+        assert!((interval.low - 150.0 / 140.0).abs() < 1e-9, "{interval:?}");
+        assert_eq!((interval.high, interval.confidence), (1.5, 0.75));
+        assert_eq!(against(&per_sec), "a 120: 1.25×; 1.11× [1.07–1.50× (75%)] (c)");
     }
 
     #[test]
@@ -319,7 +334,7 @@ mod tests {
         let per_sec = lead(&sides, &rows, &runs, Figure::RequestsPerSec);
         assert_eq!(per_sec.best, Some(("a".into(), 1000.0)));
         assert!((per_sec.of_medians.unwrap() - 1.15).abs() < 1e-9, "{per_sec:?}");
-        let (closest, of_rounds) = per_sec.of_rounds.clone().unwrap();
+        let (closest, of_rounds, _) = per_sec.of_rounds.clone().unwrap();
         assert_eq!(closest, "a");
         assert!((of_rounds - 1.15).abs() < 1e-9, "{per_sec:?}");
         // Per CPU-second: s 1,200 and 1,100 (median 1,150); b 1,600.
