@@ -23,8 +23,8 @@
 //! [`Summary::round_ratio_requests_per_sec`]).
 
 use super::levels::TestLevels;
-use super::records::{round_ratio_intervals, round_ratios, RunRecord, Summary};
-use crate::rig::stats::{count, ratio, times, times_interval, MedianInterval};
+use super::records::{round_ratio_samples, round_ratios, RunRecord, Summary};
+use crate::rig::stats::{count, median, median_interval, ratio, times, times_interval, MedianInterval};
 use std::fmt::Write as _;
 
 /// Who the section compares: the subject, its peers and the floors, all
@@ -100,8 +100,8 @@ impl Figure {
         }
     }
 
-    /// This figure of a pair from [`round_ratios`] or [`round_ratio_intervals`].
-    fn pick<T>(self, (per_sec, per_cpu): (Option<T>, Option<T>)) -> Option<T> {
+    /// This figure of a pair from [`round_ratio_samples`].
+    fn pick(self, (per_sec, per_cpu): (Vec<f64>, Vec<f64>)) -> Vec<f64> {
         match self {
             Figure::RequestsPerSec => per_sec,
             Figure::RequestsPerCpuSecond => per_cpu,
@@ -121,11 +121,10 @@ fn lead(sides: &Sides, rows: &[&Summary], runs: &[RunRecord], figure: Figure) ->
     let of_medians = best.as_ref().and_then(|(_, m)| ratio(figure.median(subject), Some(*m)));
     let of_rounds = peers()
         .filter_map(|peer| {
-            let pair = round_ratios(runs, &subject.test, subject.level, &sides.subject, &peer.server);
-            let median = figure.pick(pair)?;
-            let intervals =
-                round_ratio_intervals(runs, &subject.test, subject.level, &sides.subject, &peer.server);
-            Some((peer.server.clone(), median, figure.pick(intervals)))
+            let samples =
+                round_ratio_samples(runs, &subject.test, subject.level, &sides.subject, &peer.server);
+            let ratios = figure.pick(samples);
+            Some((peer.server.clone(), median(&ratios)?, median_interval(&ratios)))
         })
         .min_by(|a, b| a.1.total_cmp(&b.1));
     Lead { best, of_medians, of_rounds }
