@@ -195,7 +195,7 @@ Environment:
                      SQLite in --data-dir. Tables are created and seeded if
                      missing.
   DATABASE_MAX_CONN  PostgreSQL connections across all workers (default:
-                     17 per worker: one pipelined connection for reads,
+                     17 per worker: two pipelined connections for reads,
                      the rest for the commits of /updates).
   REDIS_URL          redis://HOST:PORT[/DB]: the /crud/items cache lives in
                      that Redis, shared by every instance using it; unset:

@@ -22,28 +22,46 @@ use super::pg::{PgStatements, PgStore};
 use super::sqlite::SqliteStore;
 use super::{seed, Store};
 
-/// Default PostgreSQL connections per worker: 1 for reads, 16 for writes.
+/// Default PostgreSQL connections per worker: 2 for reads, 15 for writes.
 const DEFAULT_CONNECTIONS_PER_WORKER: usize = 17;
+
+/// Pipelined read connections per worker, when its share allows them
+/// beside at least one write connection.
+const READ_CONNECTIONS: usize = 2;
 
 /// Splits a worker's connections into (read, write) counts.
 ///
-/// Reads pipeline: one connection per worker carries any number of
-/// concurrent requests, and one deep pipeline costs PostgreSQL less per
-/// query than two shallow ones (measured on `/db` at 256 connections with
-/// PostgreSQL on the same two cores: 30.6k and 32.1k req/s with one read
-/// connection against 22.4k and 29.1k with two). Workers match cores, so
-/// this gives PostgreSQL one busy backend per core.
-/// Commits do not: with `synchronous_commit` on (the default) each waits for
-/// a WAL flush (3.5 ms on this project's VMs), one at a time per connection,
-/// and only commits from different connections share a flush. So `/updates`
-/// throughput grows with write connections, and its commits must not sit in
-/// the read pipelines, where each would stall every read queued behind it.
-/// A share of one carries both (`0` write connections).
+/// Reads pipeline: one connection carries any number of concurrent
+/// requests, and a deep pipeline costs PostgreSQL less per query than
+/// shallow ones. But one read connection per worker puts all of a worker's
+/// reads on one backend process, and where PostgreSQL shares cores with
+/// other work (the lab runs it on the same two cores as the server and the
+/// load) that backend runs only when it gets a core. Measured on the lab's
+/// 2-core VM (2026-12-07, peregrine-tfb on CPU 0, the lab's client on CPU 1,
+/// 256 connections, `/fortunes`): with one read connection, 88k-92k req/s
+/// while the scheduler kept the backend on CPU 0, and 33k-46k, with a p99
+/// of 18 ms, while it kept it on CPU 1 beside the client. Left to the
+/// scheduler, a bench's five rounds gave 46k-79k. With two read
+/// connections, 79k-102k wherever the two backends ran (`/db` 96k-118k,
+/// level with one connection's 108k-118k). So a worker reads over two
+/// connections, and [`PgPool::get`](peregrine::db::pg::PgPool::get) sends
+/// each request to the less busy.
+///
+/// Commits do not pipeline: with `synchronous_commit` on (the default) each
+/// waits for a WAL flush (3.5 ms on this project's VMs), one at a time per
+/// connection, and only commits from different connections share a flush.
+/// So `/updates` throughput grows with write connections, and its commits
+/// must not sit in the read pipelines, where each would stall every read
+/// queued behind it. A share of one carries both (`0` write connections);
+/// a share of two keeps one of each.
 pub fn split_share(share: usize) -> (usize, usize) {
-    if share <= 1 {
-        (1, 0)
-    } else {
-        (1, share - 1)
+    match share {
+        0 | 1 => (1, 0),
+        2 => (1, 1),
+        _ => {
+            let reads = READ_CONNECTIONS.min(share - 1);
+            (reads, share - reads)
+        }
     }
 }
 
@@ -238,8 +256,9 @@ mod tests {
         assert_eq!(shares, [3, 2, 2]);
         assert_eq!(config.connections_for(5, 2), 1, "at least one per worker");
         assert_eq!(split_share(1), (1, 0), "one connection carries both");
-        assert_eq!(split_share(2), (1, 1));
-        assert_eq!(split_share(17), (1, 16));
+        assert_eq!(split_share(2), (1, 1), "a commit never waits behind reads");
+        assert_eq!(split_share(3), (2, 1));
+        assert_eq!(split_share(17), (2, 15));
 
         assert!(matches!(
             StoreConfig::from_values(Some("mysql://x"), None, &dir, 1),

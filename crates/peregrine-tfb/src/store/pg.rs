@@ -1,7 +1,7 @@
 //! The PostgreSQL backend of [`super::Store`]: its SQL, the statements it
 //! registers on every connection, and the calls behind each handler.
 //!
-//! Reads go to one pipelined connection per worker; the one write of an
+//! Reads go to two pipelined connections per worker; the one write of an
 //! `/updates` request goes to a separate set of connections (see
 //! [`super::config::split_share`] for why), registered as a write so it is
 //! answered only after its commit.
