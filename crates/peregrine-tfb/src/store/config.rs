@@ -55,14 +55,11 @@ const READ_CONNECTIONS: usize = 2;
 /// queued behind it. A share of one carries both (`0` write connections);
 /// a share of two keeps one of each.
 pub fn split_share(share: usize) -> (usize, usize) {
-    match share {
-        0 | 1 => (1, 0),
-        2 => (1, 1),
-        _ => {
-            let reads = READ_CONNECTIONS.min(share - 1);
-            (reads, share - reads)
-        }
+    if share <= 1 {
+        return (1, 0);
     }
+    let reads = READ_CONNECTIONS.min(share - 1);
+    (reads, share - reads)
 }
 
 /// Why the store could not be configured from the environment.
