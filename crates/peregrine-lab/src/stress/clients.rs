@@ -316,14 +316,33 @@ async fn connect_retrying(addr: SocketAddr, attempts: u32) -> Option<TcpStream> 
     connect_retrying_with(addr, attempts, false).await
 }
 
+/// The receive buffer a non-reader ([`Slowness::Flood`]) asks for: one
+/// byte, which the kernel raises to its smallest (2,304 bytes on Linux).
+/// What the client's kernel takes counts as read for the server's minimum
+/// response rate, which cannot tell it from the application's reads: with
+/// 4 KiB asked (8 KiB given), a non-reader whose first echo stalled had
+/// 6,329 bytes acknowledged and was cut 25–26 s after its first byte
+/// (5 s grace, then 6,329 bytes at 240 B/s), while those whose stall came
+/// on a later echo, with the buffer already full, were cut at 6 s.
+const NON_READER_RECV_BUFFER: u32 = 1;
+
+/// The receive buffer the kernel gives a non-reader's socket: an upper
+/// bound on the response bytes a client that never reads still takes.
+pub fn non_reader_receive_buffer() -> std::io::Result<u32> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_recv_buffer_size(NON_READER_RECV_BUFFER)?;
+    socket.recv_buffer_size()
+}
+
 /// Connects, retrying with a growing pause; with `small_buffers` the
-/// socket's receive buffer is 4 KiB and its send buffer 16 KiB (set before
-/// connecting, so the window offered is small from the start).
+/// socket's receive buffer is the smallest (see [`NON_READER_RECV_BUFFER`])
+/// and its send buffer 16 KiB (set before connecting, so the window
+/// offered is small from the start).
 async fn connect_retrying_with(addr: SocketAddr, attempts: u32, small_buffers: bool) -> Option<TcpStream> {
     for attempt in 0..attempts {
         let Ok(socket) = crate::rig::sources::socket(addr) else { return None };
         if small_buffers {
-            let _ = socket.set_recv_buffer_size(4096);
+            let _ = socket.set_recv_buffer_size(NON_READER_RECV_BUFFER);
             let _ = socket.set_send_buffer_size(16 << 10);
         }
         match tokio::time::timeout(Duration::from_secs(3), socket.connect(addr)).await {
