@@ -173,6 +173,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     };
     let slowness = Slowness::Dribble { head, piece, interval: Duration::from_secs(1) };
     let non_readers = if protocol == Protocol::Ws { args.non_readers } else { 0 };
+    let non_reader_limit = non_reader_limit(args)?;
     let flood = Slowness::Flood { message: wsframe::frame(0x82, &vec![7u8; 64 << 10]) };
     let slow_addr = server.addr_of(protocol);
     let (mut clean, mut slow) = (Vec::new(), Vec::new());
@@ -298,7 +299,12 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
                     all.cut_after.len()
                 ),
             );
-            check_non_readers(&mut report, &floods, non_readers * args.rounds.max(1) as usize, args);
+            check_non_readers(
+                &mut report,
+                &floods,
+                non_readers * args.rounds.max(1) as usize,
+                non_reader_limit,
+            );
         }
         // No HTTP was spoken on these connections: nothing to answer.
         _ => report.check(all.got_408 == 0, format!("cut without an HTTP answer ({} got 408)", all.got_408)),
@@ -309,16 +315,21 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     Ok(report.finish())
 }
 
+/// How soon after its first byte a non-reader must be cut:
+/// `--max-non-reader-secs`, or what the minimum response rate allows (see
+/// the flag).
+fn non_reader_limit(args: &Args) -> Result<f64, String> {
+    if let Some(secs) = args.max_non_reader_secs {
+        return Ok(secs);
+    }
+    let taken = non_reader_receive_buffer()
+        .map_err(|e| format!("cannot learn a non-reader's receive buffer size: {e}"))?;
+    Ok(WS_RATE_GRACE_SECS as f64 + SWEEP_SLACK_SECS + f64::from(taken) / MIN_RESPONSE_RATE)
+}
+
 /// The WebSocket clients that never read: all connected, each reset within
 /// the limit, none left open.
-fn check_non_readers(report: &mut Report, floods: &SlowOutcome, expected: usize, args: &Args) {
-    let limit = match args.max_non_reader_secs {
-        Some(secs) => secs,
-        None => {
-            let taken = f64::from(non_reader_receive_buffer().unwrap_or(64 << 10));
-            WS_RATE_GRACE_SECS as f64 + SWEEP_SLACK_SECS + taken / MIN_RESPONSE_RATE
-        }
-    };
+fn check_non_readers(report: &mut Report, floods: &SlowOutcome, expected: usize, limit: f64) {
     let mut cuts = floods.cut_after.clone();
     let (earliest, latest) = (percentile(&mut cuts, 0.0), percentile(&mut cuts, 100.0));
     let (median, p90) = (percentile(&mut cuts, 50.0), percentile(&mut cuts, 90.0));
