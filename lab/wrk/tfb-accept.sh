@@ -1,5 +1,6 @@
 # TechEmpower's Accept headers, as its wrk runs send them (the lab's bench
-# sends the same, crates/peregrine-lab/src/bench/load.rs). Sourced by the
+# sends the same, crates/peregrine-lab/src/bench/load.rs, whose test
+# shell_accept_headers_match_the_bench holds the two equal). Sourced by the
 # scripts that load a server the way TFB does, so that they cannot drift
 # apart: the long Accept header is a large part of a request's parse.
 # shellcheck shell=bash

@@ -219,6 +219,27 @@ mod tests {
         assert_eq!(argv, expected);
     }
 
+    /// The scripts that load a server outside the bench (`scripts/callgrind`,
+    /// `scripts/perf-per-request`) source their `Accept` headers from
+    /// `lab/wrk/tfb-accept.sh`; this keeps the two copies from drifting, since
+    /// the header's length is a large part of a request's parse.
+    #[test]
+    fn shell_accept_headers_match_the_bench() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lab/wrk/tfb-accept.sh");
+        let script =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let shell_value = |name: &str| -> String {
+            let prefix = format!("{name}=\"");
+            let line = script
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("{} sets no {name}", path.display()));
+            line[prefix.len()..].trim_end_matches('"').to_string()
+        };
+        assert_eq!(shell_value("tfb_plaintext_accept"), accept_header("plaintext"));
+        assert_eq!(shell_value("tfb_json_accept"), accept_header("json"));
+    }
+
     #[test]
     fn unpipelined_wrk_runs_take_no_script() {
         let mut run = plaintext(TfbClient::Wrk);
