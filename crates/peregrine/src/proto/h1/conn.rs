@@ -132,7 +132,6 @@ struct Conn<S: 'static> {
     router: Rc<Router<S>>,
     timer: Rc<ConnTimer>,
     limits: HeadLimits,
-    rbuf: ReadBuf,
     out: Vec<u8>,
     /// Decoded chunked bodies of buffered routes.
     body: Vec<u8>,
@@ -172,7 +171,6 @@ pub(crate) async fn serve<S: 'static>(
         worker,
         router,
         timer,
-        rbuf: ReadBuf::new(read_len),
         out: Vec::with_capacity(read_len),
         body: Vec::new(),
         head_deadline: None,
@@ -182,17 +180,21 @@ pub(crate) async fn serve<S: 'static>(
         h2c,
         upgrade: None,
     };
+    // The read buffer lives beside the connection rather than in it, so
+    // that requests can borrow it while `Conn::answer` takes the rest: in
+    // the connection, it was moved out and back for every run of requests.
+    let mut rbuf = ReadBuf::new(read_len);
     loop {
         // Tested before taken: `take` writes the slot back every request.
         if conn.upgrade.is_some() {
             if let Some(on_upgrade) = conn.upgrade.take() {
-                return conn.switch_protocols(stream, on_upgrade, registration).await;
+                return conn.switch_protocols(rbuf, stream, on_upgrade, registration).await;
             }
         }
         if conn.pending.is_some() && !conn.send_pending(&mut stream).await {
-            return conn.close(stream).await;
+            return conn.close(&mut rbuf, stream).await;
         }
-        match conn.step(&mut stream) {
+        match conn.step(&mut rbuf, &mut stream) {
             Step::Continue => {
                 if conn.out.len() >= FLUSH_THRESHOLD && conn.flush(&mut stream).await.is_err() {
                     return;
@@ -202,19 +204,19 @@ pub(crate) async fn serve<S: 'static>(
                 if conn.flush(&mut stream).await.is_err() {
                     return;
                 }
-                if conn.worker.shutting_down() && conn.rbuf.is_empty() {
+                if conn.worker.shutting_down() && rbuf.is_empty() {
                     return;
                 }
-                match conn.read(&mut stream, need).await {
+                match conn.read(&mut rbuf, &mut stream, need).await {
                     Input::More => {}
                     Input::Closed => return,
                     Input::TimedOut => {
                         conn.write_canned(canned::REQUEST_TIMEOUT);
-                        return conn.close(stream).await;
+                        return conn.close(&mut rbuf, stream).await;
                     }
                 }
             }
-            Step::Close => return conn.close(stream).await,
+            Step::Close => return conn.close(&mut rbuf, stream).await,
             Step::Await { fut, reply } => {
                 conn.timer.arm(Wait::Busy, u64::MAX);
                 let response = pipeline::run_handler(fut).await;
@@ -224,7 +226,7 @@ pub(crate) async fn serve<S: 'static>(
                 }
             }
             Step::Stream { consumer, decoder, expect_continue, reply } => {
-                match conn.lend_body(stream, consumer, decoder, expect_continue, reply).await {
+                match conn.lend_body(&mut rbuf, stream, consumer, decoder, expect_continue, reply).await {
                     Some(returned) => stream = returned,
                     None => return,
                 }
@@ -232,7 +234,7 @@ pub(crate) async fn serve<S: 'static>(
             Step::Http2 => {
                 // The HTTP/2 driver reads the preface again; boxed, so
                 // this future stays as small as HTTP/1.1 needs.
-                let io = h2::Rewind::new(Bytes::copy_from_slice(conn.rbuf.data()), stream);
+                let io = h2::Rewind::new(Bytes::copy_from_slice(rbuf.data()), stream);
                 let (peer, worker, router, timer) = (conn.peer, conn.worker, conn.router, conn.timer);
                 return Box::pin(h2::serve(io, false, peer, worker, router, timer, registration)).await;
             }
@@ -431,10 +433,7 @@ impl<S: 'static> Conn<S> {
     /// consumed once for the run: in place, taking the segment and
     /// consuming it again for each request of a pipelined batch cost
     /// plaintext about 120 instructions a request.
-    fn step(&mut self, stream: &mut Io) -> Step {
-        // Out of `self` while requests borrow from it (a move of a few
-        // words, once a run).
-        let mut rbuf = std::mem::replace(&mut self.rbuf, ReadBuf::empty());
+    fn step(&mut self, rbuf: &mut ReadBuf, stream: &mut Io) -> Step {
         let in_place = rbuf.is_empty();
         let input = if in_place { stream.received() } else { rbuf.data() };
         let mut consumed = 0;
@@ -455,7 +454,6 @@ impl<S: 'static> Conn<S> {
         };
         if !in_place {
             rbuf.consume(consumed);
-            self.rbuf = rbuf;
             return step;
         }
         let seen = input.len() - consumed;
@@ -475,9 +473,11 @@ impl<S: 'static> Conn<S> {
         }
         // A request cut where one receive ended may be whole with the
         // next: parse it again, from the read buffer.
-        let step = if matches!(step, Step::Read { .. }) && rbuf.len() > seen { Step::Continue } else { step };
-        self.rbuf = rbuf;
-        step
+        if matches!(step, Step::Read { .. }) && rbuf.len() > seen {
+            Step::Continue
+        } else {
+            step
+        }
     }
 
     /// Parses the request at the start of `data` and answers it if it can
@@ -488,7 +488,6 @@ impl<S: 'static> Conn<S> {
             worker,
             router,
             timer,
-            rbuf: _,
             out,
             body,
             head_deadline,
@@ -622,6 +621,7 @@ impl<S: 'static> Conn<S> {
     /// goes on.
     async fn lend_body(
         &mut self,
+        rbuf: &mut ReadBuf,
         mut stream: Io,
         consumer: BodyConsumer,
         decoder: BodyDecoder,
@@ -634,15 +634,19 @@ impl<S: 'static> Conn<S> {
         if self.flush(&mut stream).await.is_err() {
             return None;
         }
-        let rbuf = std::mem::replace(&mut self.rbuf, ReadBuf::empty());
-        let lent =
-            Rc::new(LentBody::new(stream, rbuf, decoder, Rc::clone(&self.worker), Rc::clone(&self.timer)));
+        let lent = Rc::new(LentBody::new(
+            stream,
+            std::mem::replace(rbuf, ReadBuf::empty()),
+            decoder,
+            Rc::clone(&self.worker),
+            Rc::clone(&self.timer),
+        ));
         self.timer.arm(Wait::Busy, u64::MAX);
         let response = pipeline::run_handler(consumer(Body::new(Rc::clone(&lent) as _))).await;
         // A handler that kept its `Body` alive past its own future leaves
         // us nothing to continue on.
-        let (mut stream, rbuf, progress) = Rc::try_unwrap(lent).ok()?.give_back()?;
-        self.rbuf = rbuf;
+        let (mut stream, returned, progress) = Rc::try_unwrap(lent).ok()?.give_back()?;
+        *rbuf = returned;
         let goes_on = match progress {
             BodyProgress::Complete => self.write_deferred(response, reply),
             // One failure, one answer: the server's, as on a buffered route.
@@ -661,7 +665,7 @@ impl<S: 'static> Conn<S> {
             return Some(stream);
         }
         let _ = self.flush(&mut stream).await;
-        linger_close(stream, UNREAD_DRAIN, &mut self.rbuf).await;
+        linger_close(stream, UNREAD_DRAIN, rbuf).await;
         None
     }
 
@@ -802,12 +806,18 @@ impl<S: 'static> Conn<S> {
     /// driver's state machine too (an echo: 2,120 -> 2,069 instructions,
     /// callgrind), and the finished driver's future stayed allocated for
     /// the socket's lifetime.
-    async fn switch_protocols(mut self, mut stream: Io, on_upgrade: OnUpgrade, registration: Registration) {
+    async fn switch_protocols(
+        mut self,
+        rbuf: ReadBuf,
+        mut stream: Io,
+        on_upgrade: OnUpgrade,
+        registration: Registration,
+    ) {
         if self.flush(&mut stream).await.is_err() {
             return;
         }
-        let read_ahead = self.rbuf.data().to_vec();
-        let Conn { peer, worker, timer, rbuf, out, body, .. } = self;
+        let read_ahead = rbuf.data().to_vec();
+        let Conn { peer, worker, timer, out, body, .. } = self;
         // Freed now: fields left in a partly moved `self` would only be
         // dropped when this function returns, after the new protocol ends,
         // and an idle WebSocket kept HTTP/1.1's read and output buffers
@@ -830,10 +840,10 @@ impl<S: 'static> Conn<S> {
     /// Writes what is queued, then closes. Closing with unread input makes
     /// the kernel send a reset, which can destroy the response before the
     /// client reads it: half-close and drain briefly first.
-    async fn close(&mut self, mut stream: Io) {
+    async fn close(&mut self, rbuf: &mut ReadBuf, mut stream: Io) {
         let _ = self.flush_output(&mut stream, true).await;
-        let drain = if self.rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
-        linger_close(stream, drain, &mut self.rbuf).await;
+        let drain = if rbuf.is_empty() { Duration::ZERO } else { UNREAD_DRAIN };
+        linger_close(stream, drain, rbuf).await;
     }
 
     /// Writes all queued output. Each write that makes progress pushes the
@@ -901,10 +911,10 @@ impl<S: 'static> Conn<S> {
     }
 
     /// Reads more input.
-    async fn read(&mut self, stream: &mut Io, need: usize) -> Input {
+    async fn read(&mut self, rbuf: &mut ReadBuf, stream: &mut Io, need: usize) -> Input {
         let worker = &self.worker;
-        let (wait, deadline) = if self.rbuf.is_empty() {
-            self.rbuf.shrink();
+        let (wait, deadline) = if rbuf.is_empty() {
+            rbuf.shrink();
             // Right after a flush the timer still says `Write`, with the
             // size of what was written.
             let timer = &self.timer;
@@ -923,10 +933,10 @@ impl<S: 'static> Conn<S> {
         let read = match stream {
             // Nothing buffered: the next request is parsed where the ring
             // received it (see `step`).
-            Io::Uring(ring) if self.rbuf.is_empty() && ring.waits_in_place() => {
+            Io::Uring(ring) if rbuf.is_empty() && ring.waits_in_place() => {
                 std::future::poll_fn(|cx| ring.poll_received(cx)).await
             }
-            _ => self.rbuf.read_from(stream, MIN_READ, need).await,
+            _ => rbuf.read_from(stream, MIN_READ, need).await,
         };
         match read {
             Ok(0) | Err(_) if self.timer.read_timed_out() => Input::TimedOut,
