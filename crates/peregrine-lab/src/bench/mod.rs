@@ -52,7 +52,7 @@ use levels::{Level, LevelOptions, TestLevels};
 use load::{as_wrk_report, run_load_child, TfbClient, TfbRun};
 use progress::{Progress, Step};
 use records::{Measurement, RunRecord, Summary};
-use report::{Results, Settings};
+use report::{Database, Results, Settings, NO_DATABASE_WARNING};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -459,7 +459,12 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         prepared.push(argv);
     }
 
-    let postmaster = tests.iter().any(|t| levels::uses_database(&t.test)).then(find_postmaster).flatten();
+    let uses_database = tests.iter().any(|t| levels::uses_database(&t.test));
+    let database = Database::from_env(uses_database);
+    if database == Database::Unset {
+        println!("bench: warning: {NO_DATABASE_WARNING}");
+    }
+    let postmaster = uses_database.then(find_postmaster).flatten();
 
     let settings = Settings {
         servers_file: args.servers.display().to_string(),
@@ -477,6 +482,7 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
         started_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         subject: args.subject.clone(),
         floors: args.floors.clone(),
+        database,
     };
     Ok(Plan { servers, settings, pipeline_script, logs, postmaster })
 }
@@ -917,6 +923,7 @@ mod tests {
                 started_unix_secs: 0,
                 subject: None,
                 floors: None,
+                database: Database::NotUsed,
             },
             pipeline_script: PathBuf::new(),
             logs: PathBuf::new(),

@@ -44,7 +44,63 @@ pub struct Settings {
     /// The floor responders named by `--floors`; `None` takes them by name.
     #[serde(default)]
     pub floors: Option<Vec<String>>,
+    /// The database the servers were given through `DATABASE_URL` when
+    /// database tests ran (older results files: not recorded).
+    #[serde(default)]
+    pub database: Database,
 }
+
+/// What `DATABASE_URL` held for a run with database tests. Without it each
+/// server falls back to what it does alone (peregrine-tfb to its embedded
+/// SQLite, the lab's peers to errors or empty answers), and the database
+/// figures stop comparing the servers on one database, so the report says so
+/// at the top rather than leaving it to be noticed in a server's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Database {
+    /// A results file from before this was recorded.
+    #[default]
+    Unrecorded,
+    /// No database test ran.
+    NotUsed,
+    /// Database tests ran with `DATABASE_URL` unset or empty.
+    Unset,
+    /// The URL, its password hidden.
+    Url(String),
+}
+
+impl Database {
+    /// What the environment's `DATABASE_URL` gives a run whose tests use a
+    /// database when `used`.
+    pub fn from_env(used: bool) -> Database {
+        if !used {
+            return Database::NotUsed;
+        }
+        match std::env::var("DATABASE_URL") {
+            Ok(url) if !url.is_empty() => Database::Url(hide_password(&url)),
+            _ => Database::Unset,
+        }
+    }
+}
+
+/// `url` with the password of its user-info (`user:password@`) replaced by
+/// `***`, so a report can be shared.
+fn hide_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else { return url.to_string() };
+    match rest[..at].split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
+/// The warning printed and written at the top of the report when database
+/// tests ran without `DATABASE_URL`.
+pub const NO_DATABASE_WARNING: &str = "DATABASE_URL is not set, so the database tests ran against \
+     whatever each server does without one (peregrine-tfb serves them from its embedded SQLite; \
+     the lab's peers answer errors or empty lists): these figures do not compare the servers on \
+     one database. Start one with `export \"$(scripts/pg start)\"` and run again";
 
 /// Everything written to `--out`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -207,6 +263,15 @@ pub fn markdown(results: &Results) -> String {
         s.client_cpu,
         s.clock_ticks_per_second
     );
+    match &s.database {
+        Database::Url(url) => {
+            let _ = writeln!(out, "The database tests' servers were given `DATABASE_URL={url}`.\n");
+        }
+        Database::Unset => {
+            let _ = writeln!(out, "**Warning: {NO_DATABASE_WARNING}.**\n");
+        }
+        Database::NotUsed | Database::Unrecorded => {}
+    }
     let _ = writeln!(out, "Levels:\n");
     for t in &s.tests {
         let _ = writeln!(out, "- {}", describe_levels(t));
@@ -463,6 +528,40 @@ mod tests {
         assert!(md.contains("- floor at 256 conns, round 2: 3 non-2xx/3xx"), "{md}");
         assert!(md.contains("## plaintext (pipeline depth 16)\n"), "{md}");
         assert!(md.contains("latency is not reported for pipelined runs"), "{md}");
+    }
+
+    #[test]
+    fn the_report_says_which_database_the_servers_were_given() {
+        let mut results = canned();
+        // The canned file predates the field: nothing is claimed either way.
+        assert_eq!(results.settings.database, Database::Unrecorded);
+        let md = markdown(&results);
+        assert!(!md.contains("DATABASE_URL"), "{md}");
+
+        results.settings.database = Database::Unset;
+        let md = markdown(&results);
+        assert!(md.contains("**Warning: DATABASE_URL is not set, so the database tests ran"), "{md}");
+
+        results.settings.database = Database::Url(hide_password(
+            "postgres://benchmarkdbuser:benchmarkdbpass@127.0.0.1:5432/hello_world",
+        ));
+        let md = markdown(&results);
+        assert!(
+            md.contains(
+                "were given `DATABASE_URL=postgres://benchmarkdbuser:***@127.0.0.1:5432/hello_world`"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("benchmarkdbpass"), "{md}");
+    }
+
+    #[test]
+    fn hides_only_the_password_of_a_database_url() {
+        assert_eq!(hide_password("postgres://u:p@h:1/db"), "postgres://u:***@h:1/db");
+        assert_eq!(hide_password("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(hide_password("postgres://h/db?x=a@b"), "postgres://h/db?x=a@b");
+        assert_eq!(hide_password("postgres://u:p:q@h"), "postgres://u:***@h");
+        assert_eq!(hide_password("sqlite::memory:"), "sqlite::memory:");
     }
 
     #[test]
