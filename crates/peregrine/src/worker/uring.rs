@@ -29,20 +29,33 @@
 //! by it, collects the completions, hands each to its connection and wakes
 //! the task waiting on it. Connection drivers see an `AsyncRead +
 //! AsyncWrite` like any other transport ([`UringStream`]), so nothing
-//! above knows. The ring is set up with `DEFER_TASKRUN`: the kernel holds
-//! completions back until the worker enters the ring to collect them, in
-//! the same `io_uring_enter` that submits the turn's work, instead of
-//! interrupting it for each (without either, `/json` ran at 0.72x of
-//! epoll). Against `COOP_TASKRUN`, which ran them at the worker's next
-//! system call and announced them through the ring's own descriptor,
-//! requests per server CPU-second rose 1.03x on pipelined `/plaintext`,
-//! 1.09x on `/json` and 1.07x on `/db` (5 alternating rounds, 256
-//! connections). The kernel announces held-back completions only when
-//! none were held before, so the eventfd is the signal (the ring's
-//! descriptor does not become readable for them), and an entry runs at
-//! most 20 of them: the task enters again while the kernel flags more
-//! (`IORING_SQ_TASKRUN`, or `IORING_SQ_CQ_OVERFLOW` for completions a full
+//! above knows. The ring is set up with `COOP_TASKRUN`: the kernel runs a
+//! completion's task work when the worker next enters the kernel (or wakes
+//! it from a sleep for it), instead of interrupting it for each (without
+//! either, `/json` ran at 0.72x of epoll); the task work posts the
+//! completion and signals the eventfd from the worker itself, and an entry
+//! that asks for them runs what is pending (the kernel flags it with
+//! `IORING_SQ_TASKRUN`, or `IORING_SQ_CQ_OVERFLOW` for completions a full
 //! queue overflowed; see [`Inner::completions_held`]).
+//!
+//! Why not `DEFER_TASKRUN`, which holds completions until an entry asks for
+//! them: its eventfd signal, sent from the context that queued the task
+//! work (here the network softirq of the client's send), is deferred by the
+//! kernel through an RCU callback, and reaches a sleeping worker only at
+//! the next RCU batch, a timer tick or more later (`perf record -g -e
+//! sched:sched_waking`: every wakeup of the worker came from `rcu_core` ->
+//! `io_eventfd_do_signal`, Linux 6.18). A worker that ever goes idle paid
+//! that for every wakeup: one connection got 61 requests/s on `/json` at
+//! a median of 16 ms (epoll: 15,364 at 0.06 ms), and WebSocket echo at 256
+//! connections ran at 0.75x to 0.95x of epoll with a p99 of 4 to 15 ms,
+//! the server idle a fifth of the time. With `COOP_TASKRUN`: 14,276
+//! requests/s at 0.07 ms, and the echo at 268k to 286k messages/s with a
+//! p99 of 1.1 to 1.6 ms (`DEFER_TASKRUN` 205k to 265k). It costs the
+//! saturated case a little: under the lab client at 256 connections (5
+//! alternating rounds, server on CPU 0), `/json` 0.97x requests/s and 0.94x
+//! per server CPU-second of `DEFER_TASKRUN`, pipelined `/plaintext` 0.98x
+//! and 0.96x (an earlier A/B had put `DEFER_TASKRUN` 1.03x to 1.09x per
+//! CPU-second ahead, before the wakeups were looked at).
 //!
 //! An entry collects what has arrived and does not wait for more. Waiting
 //! was tried (2026-11-28): entering with `min_complete` 32 and
@@ -166,8 +179,8 @@ const FIXED_FILES: u32 = 16384;
 
 const NO_SLOT: usize = usize::MAX;
 
-/// `io_uring_enter` flag: run the completions held back for this thread
-/// (`DEFER_TASKRUN`) and post them, waiting for none.
+/// `io_uring_enter` flag: run the completions' pending task work for this
+/// thread and post them, waiting for none.
 const IORING_ENTER_GETEVENTS: u32 = 1;
 
 const RECV: u64 = 1;
@@ -185,8 +198,8 @@ fn tag(kind: u64, key: usize) -> u64 {
 /// One worker's ring and every connection it serves.
 pub(crate) struct Ring {
     /// The ring's eventfd in the reactor: the kernel signals it when
-    /// completions wait to be run (`DEFER_TASKRUN` keeps them until an
-    /// entry asks for them). Never read: the reactor's edge-triggered
+    /// completions are posted (their task work runs in the worker, woken
+    /// for it if asleep). Never read: the reactor's edge-triggered
     /// registration sees every signal, and an entry collects the
     /// completions.
     events: AsyncFd<OwnedFd>,
@@ -343,7 +356,8 @@ impl Ring {
     pub(crate) fn new() -> io::Result<Rc<Ring>> {
         let ring = IoUring::builder()
             .setup_single_issuer()
-            .setup_defer_taskrun()
+            // Not DEFER_TASKRUN: see the module doc.
+            .setup_coop_taskrun()
             .setup_taskrun_flag()
             .setup_clamp()
             .setup_cqsize(COMPLETION_ENTRIES)
@@ -422,8 +436,8 @@ impl Ring {
                 let mut inner = self.inner.borrow_mut();
                 keep_waker(&mut inner.task, cx);
                 // A signal alone is no reason to enter: the kernel flags
-                // completions it holds back ([`Inner::completions_held`])
-                // before it signals for them, and a signal for completions
+                // completions whose task work is pending
+                // ([`Inner::completions_held`]), and a signal for completions
                 // it posted at once (a send finished inside the entry that
                 // submitted it) is stale by now, as this task reaped them
                 // after that entry. Entering for those cost every request
@@ -600,9 +614,9 @@ impl Inner {
 
     /// Enters everything queued, the turn's receives last, after arming
     /// the receives that ran out of buffers; and, when `collect` (the
-    /// kernel holds completions back) or anything is entered, collects the
-    /// completions the kernel holds back for this thread, in the same
-    /// system call.
+    /// kernel holds completions back) or anything is entered, runs the
+    /// task work pending for this thread and collects its completions, in
+    /// the same system call.
     fn submit(&mut self, collect: bool) {
         self.rearm_starved();
         let mut receives = std::mem::take(&mut self.receives);
@@ -629,12 +643,10 @@ impl Inner {
         entered(self.ring.submit());
     }
 
-    /// Whether the kernel holds completions that only an entry asking for
-    /// them posts, and that no eventfd signal announces again: more than
-    /// one entry runs (at most 20 each, the kernel's
-    /// `IO_LOCAL_TW_DEFAULT_MAX`; `IORING_SQ_TASKRUN`), or ones a full
-    /// completion queue overflowed into the kernel's own list
-    /// (`IORING_SQ_CQ_OVERFLOW`).
+    /// Whether the kernel holds completions that an entry asking for them
+    /// posts now: task work pending for this thread (`IORING_SQ_TASKRUN`),
+    /// or completions a full completion queue overflowed into the kernel's
+    /// own list (`IORING_SQ_CQ_OVERFLOW`).
     fn completions_held(&mut self) -> bool {
         let queue = self.ring.submission();
         queue.taskrun() || queue.cq_overflow()
