@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use http_probe::{self as probe, End, Framing};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{watch, Semaphore};
 
 use super::protocol::Connector;
@@ -149,7 +150,11 @@ pub enum Slowness {
 /// Opens `n` connections that each send `prefix` at once and then behave
 /// as `slowness` says, and waits (at most `give_up` after the last
 /// connected) for the server to close them. `connected` is told how many
-/// are connected once all tried.
+/// are connected once all tried; for [`Slowness::Flood`], once each has
+/// also stalled (or been cut), so that what is measured beside them is the
+/// attack held, not its first second: each flooder then pushes what the
+/// server's kernel buffers take, 0.4 to 2 MB (see [`flood`]), on the load
+/// generator's own CPU here.
 pub async fn slow_clients(
     addr: SocketAddr,
     n: usize,
@@ -176,17 +181,20 @@ pub async fn slow_clients(
                 let _ = up.send(false);
                 return SlowClient::ConnectFailed;
             };
-            let _ = up.send(true);
-            drop(up);
+            let mut up = Some(up);
+            if !matches!(*slowness, Slowness::Flood { .. }) {
+                announce(&mut up);
+            }
             let start = Instant::now();
             if stream.write_all(&prefix).await.is_err() {
+                announce(&mut up);
                 return cut(start, &[]);
             }
             match &*slowness {
                 Slowness::Dribble { head, piece, interval } => {
                     dribble(&mut stream, start, head, (*piece).max(1), *interval, give_up).await
                 }
-                Slowness::Flood { message } => flood(&mut stream, start, message, give_up).await,
+                Slowness::Flood { message } => flood(&mut stream, start, message, give_up, &mut up).await,
             }
         }));
     }
@@ -274,16 +282,46 @@ async fn dribble(
 /// (the server closed or reset the connection). A write that cannot go
 /// on waits; one cut short is resumed where it stopped, so the stream of
 /// messages stays well-formed.
-async fn flood(stream: &mut TcpStream, start: Instant, message: &[u8], give_up: Duration) -> SlowClient {
+/// Tells the connection's counter, once, that it is connected (and for a
+/// flooder, stalled).
+fn announce(up: &mut Option<UnboundedSender<bool>>) {
+    if let Some(up) = up.take() {
+        let _ = up.send(true);
+    }
+}
+
+/// A write that waits this long means the flooder has filled what the
+/// server's socket takes and the server stopped reading it.
+const FLOOD_STALL: Duration = Duration::from_millis(100);
+
+/// Writes `message` over and over until the server cuts the connection,
+/// announcing on `stalled` when the first write stalls. Until then it
+/// moves what the server's kernel buffers take: measured (50 flooders,
+/// 64 KiB messages), about 370 KB each in 0.14 s against peregrine on epoll,
+/// whose receive buffer stayed at its 128 KiB default, and about 2 MB each
+/// over 0.75 s on io_uring in most runs, where the kernel's receive-buffer
+/// autotuning had grown it to 1.65 MB.
+async fn flood(
+    stream: &mut TcpStream,
+    start: Instant,
+    message: &[u8],
+    give_up: Duration,
+    stalled: &mut Option<UnboundedSender<bool>>,
+) -> SlowClient {
     let mut at = 0;
     loop {
         if start.elapsed() > give_up {
+            announce(stalled);
             return SlowClient::StillOpen;
         }
-        match tokio::time::timeout(Duration::from_millis(500), stream.write(&message[at..])).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return cut(start, &[]),
+        let wait = if stalled.is_some() { FLOOD_STALL } else { Duration::from_millis(500) };
+        match tokio::time::timeout(wait, stream.write(&message[at..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                announce(stalled);
+                return cut(start, &[]);
+            }
             Ok(Ok(n)) => at = (at + n) % message.len(),
-            Err(_) => {}
+            Err(_) => announce(stalled),
         }
     }
 }

@@ -181,6 +181,9 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     let mut outcomes = Vec::new();
     let mut floods = SlowOutcome::default();
     let mut errors = 0;
+    // How long each round's slow clients took to connect (and the
+    // non-readers to stall) before the load beside them began.
+    let mut in_place_after = Vec::new();
     for round in 1..=args.rounds.max(1) {
         let (before, per_cpu) = measured_run(&load, &target.load_cpu, pid)?;
         errors += before.error_count();
@@ -190,6 +193,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         // The slow clients live on their own thread (pinned with the
         // load), so they keep dribbling while this thread runs wrk.
         let (connected_tx, connected_rx) = mpsc::channel();
+        let spawned = std::time::Instant::now();
         let (addr, n, cpu) = (slow_addr, args.clients, target.load_cpu.clone());
         let (prefix, slowness, flood) = (prefix.clone(), slowness.clone(), flood.clone());
         let timeout = Duration::from_secs(args.header_timeout);
@@ -214,6 +218,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
             })
         });
         let connected = connected_rx.recv_timeout(Duration::from_secs(60)).unwrap_or(0);
+        in_place_after.push(spawned.elapsed().as_secs_f64());
         let (during, per_cpu) = measured_run(&load, &target.load_cpu, pid)?;
         errors += during.error_count();
         slow.push(during.requests_per_sec);
@@ -265,6 +270,10 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         format!("{:.0} / {:.0}", median(&clean_cpu), median(&slow_cpu)),
     );
     report.figure("with / clean, req/CPU-s, median of rounds", format!("{kept_cpu:.3}"));
+    report.figure(
+        "attack in place after (s), median (runs)",
+        format!("{:.2} ({})", median(&in_place_after), list_secs(&in_place_after)),
+    );
     report.figure("slow clients connected (all rounds)", all.connected);
     report.figure("slow clients cut", all.cut_after.len());
     report.figure("cut after (s), earliest / latest", format!("{earliest:.1} / {latest:.1}"));
@@ -447,6 +456,10 @@ fn h2_headers(path: &str) -> Vec<u8> {
 
 fn list(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(", ")
+}
+
+fn list_secs(values: &[f64]) -> String {
+    values.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
