@@ -773,11 +773,23 @@ mod tests {
         });
         let mut stream = connect_retrying_with(addr, 1, true).await.expect("connect");
         let start = Instant::now();
-        let ended = flood(&mut stream, start, &[7u8; 64 << 10], Duration::from_secs(10)).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut stalled = Some(tx);
+        let flooding = flood(&mut stream, start, &[7u8; 64 << 10], Duration::from_secs(10), &mut stalled);
+        let announced = async {
+            let ok = rx.recv().await;
+            (ok, start.elapsed())
+        };
+        let (ended, (announced, announced_after)) = tokio::join!(flooding, announced);
         let SlowClient::Cut { after, status: None, close_code: None } = ended else {
             panic!("the flood should end with the connection")
         };
         assert!(after >= Duration::from_millis(900) && after < Duration::from_secs(5), "{after:?}");
+        // The server never reads: the writes stall long before it closes,
+        // and the stall is announced once.
+        assert_eq!(announced, Some(true));
+        assert!(announced_after < Duration::from_millis(900), "announced after {announced_after:?}");
+        assert!(stalled.is_none());
     }
 
     /// A loopback server writing canned bytes, for the response reader.
