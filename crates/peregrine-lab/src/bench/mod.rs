@@ -460,11 +460,17 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     }
 
     let uses_database = tests.iter().any(|t| levels::uses_database(&t.test));
-    let database = Database::from_env(uses_database);
-    if database == Database::Unset {
-        println!("bench: warning: {NO_DATABASE_WARNING}");
-    }
-    let postmaster = uses_database.then(find_postmaster).flatten();
+    let database_url = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty());
+    let database = Database::of(uses_database, database_url.as_deref());
+    let postmaster = match (&database, &database_url) {
+        (Database::Url(_), Some(url)) => find_postmaster(url),
+        (Database::Unset, _) => {
+            println!("bench: warning: {NO_DATABASE_WARNING}");
+            println!("bench: the database's CPU time is not reported");
+            None
+        }
+        _ => None,
+    };
 
     let settings = Settings {
         servers_file: args.servers.display().to_string(),
@@ -487,14 +493,11 @@ fn prepare(args: &BenchArgs) -> Result<Plan, String> {
     Ok(Plan { servers, settings, pipeline_script, logs, postmaster })
 }
 
-/// The PostgreSQL cluster at `DATABASE_URL`, whose CPU time the database
-/// tests and profiles report; `None`, with a note, when there is none here.
-fn find_postmaster() -> Option<Postmaster> {
-    let Some(url) = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
-        println!("bench: DATABASE_URL is not set: the database's CPU time is not reported");
-        return None;
-    };
-    match Postmaster::find(&url) {
+/// The PostgreSQL cluster at `url` (`DATABASE_URL`), whose CPU time the
+/// database tests and profiles report; `None`, with a note, when it is not
+/// on this machine.
+fn find_postmaster(url: &str) -> Option<Postmaster> {
+    match Postmaster::find(url) {
         Ok(p) => {
             println!("bench: the database's CPU time is PostgreSQL's postmaster {} and its children", p.pid);
             Some(p)

@@ -70,15 +70,13 @@ pub enum Database {
 }
 
 impl Database {
-    /// What the environment's `DATABASE_URL` gives a run whose tests use a
-    /// database when `used`.
-    pub fn from_env(used: bool) -> Database {
-        if !used {
-            return Database::NotUsed;
-        }
-        match std::env::var("DATABASE_URL") {
-            Ok(url) if !url.is_empty() => Database::Url(hide_password(&url)),
-            _ => Database::Unset,
+    /// What a run records of `url`, the non-empty `DATABASE_URL` if any,
+    /// when its tests use a database (`used`).
+    pub fn of(used: bool, url: Option<&str>) -> Database {
+        match (used, url) {
+            (false, _) => Database::NotUsed,
+            (true, Some(url)) => Database::Url(hide_password(url)),
+            (true, None) => Database::Unset,
         }
     }
 }

@@ -50,7 +50,7 @@
 
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 
@@ -193,7 +193,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
         // The slow clients live on their own thread (pinned with the
         // load), so they keep dribbling while this thread runs wrk.
         let (connected_tx, connected_rx) = mpsc::channel();
-        let spawned = std::time::Instant::now();
+        let spawned = Instant::now();
         let (addr, n, cpu) = (slow_addr, args.clients, target.load_cpu.clone());
         let (prefix, slowness, flood) = (prefix.clone(), slowness.clone(), flood.clone());
         let timeout = Duration::from_secs(args.header_timeout);
@@ -261,9 +261,11 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     } else {
         (args.header_timeout as f64, SWEEP_SLACK_SECS)
     };
-    report.figure("req/s clean, median (runs)", format!("{:.0} ({})", median(&clean), list(&clean)));
-    report
-        .figure("req/s with slow clients, median (runs)", format!("{:.0} ({})", median(&slow), list(&slow)));
+    report.figure("req/s clean, median (runs)", format!("{:.0} ({})", median(&clean), list(&clean, 0)));
+    report.figure(
+        "req/s with slow clients, median (runs)",
+        format!("{:.0} ({})", median(&slow), list(&slow, 0)),
+    );
     report.figure("with / clean, req/s, median of rounds", format!("{kept:.3}"));
     report.figure(
         "server req/CPU-s clean / with slow clients",
@@ -272,7 +274,7 @@ pub fn run(target: &TargetArgs, args: &Args) -> Result<Report, String> {
     report.figure("with / clean, req/CPU-s, median of rounds", format!("{kept_cpu:.3}"));
     report.figure(
         "attack in place after (s), median (runs)",
-        format!("{:.2} ({})", median(&in_place_after), list_secs(&in_place_after)),
+        format!("{:.2} ({})", median(&in_place_after), list(&in_place_after, 2)),
     );
     report.figure("slow clients connected (all rounds)", all.connected);
     report.figure("slow clients cut", all.cut_after.len());
@@ -454,12 +456,9 @@ fn h2_headers(path: &str) -> Vec<u8> {
     h2_frame(0x1, 0x5, 1, &block)
 }
 
-fn list(values: &[f64]) -> String {
-    values.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(", ")
-}
-
-fn list_secs(values: &[f64]) -> String {
-    values.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(", ")
+/// `values`, comma-separated, each with `decimals` decimals.
+fn list(values: &[f64], decimals: usize) -> String {
+    values.iter().map(|v| format!("{v:.decimals$}")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
